@@ -1,0 +1,78 @@
+"""Errors raised by nexus_store.
+
+Every error is a `NexusError`, so callers can catch one type. A message says what
+failed, names the value, and says what to do. The CLI turns each into one line on
+stderr and exit code 1; the library never prints or exits.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConflictError",
+    "InvalidEntry",
+    "NexusError",
+    "ReadOnlyError",
+    "SchemaOutOfDate",
+    "SessionNotFound",
+    "StoreOpenError",
+    "SummarizerError",
+    "TranscriptError",
+    "TurnNotFound",
+]
+
+
+class NexusError(Exception):
+    """Base class of every error nexus_store raises on purpose."""
+
+
+class SessionNotFound(NexusError, KeyError):
+    """No session has the given id."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would quote the message; keep it readable.
+        return str(self.args[0]) if self.args else "session not found"
+
+
+class TurnNotFound(NexusError, KeyError):
+    """No turn with the given id exists in the session."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "turn not found"
+
+
+class InvalidEntry(NexusError, ValueError):
+    """An entry or message given to an append method breaks the model's rules."""
+
+
+class ConflictError(NexusError):
+    """Stored data disagrees with what is being written (same id, different content)."""
+
+
+class SchemaOutOfDate(NexusError):
+    """The database was written by a newer nexus_store than this one."""
+
+
+class StoreOpenError(NexusError):
+    """The path cannot be opened as a nexus_store database."""
+
+
+class TranscriptError(NexusError):
+    """A transcript line cannot be read; carries the file and line number."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path is not None and line is not None else ""
+        super().__init__(f"{where}{message}")
+
+
+class SummarizerError(NexusError):
+    """A summarizer could not produce a summary; carries the HTTP status if there was one."""
+
+    def __init__(self, message: str, *, status_code: int | None = None):
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class ReadOnlyError(NexusError):
+    """A write was attempted through a read-only door (the `sql` command)."""

