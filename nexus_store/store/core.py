@@ -134,8 +134,10 @@ class Store(ReadingMixin, IngestMixin):
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self.conn: sqlite3.Connection = self.db.conn
         try:
+            self._check_ours()  # before any pragma: refuse a foreign file untouched
+            if self.filename is not None and not created:
+                connection.warn_if_shared(self.filename)
             self._configure(synchronous.upper(), busy_timeout)
-            self._check_ours()
             self._migrate()
             self.counter = self._resolve_counter(counter)
         except BaseException:
