@@ -151,7 +151,7 @@ class TestVersion2And3:
         out = io.StringIO()
         write_pi(session.header, (apply_patch(e.entry, e.patch) for e in entries), out)
         source = [json.loads(line) for line in path.read_text().splitlines()]
-        assert [json.loads(line) for line in out.getvalue().splitlines()] == source
+        assert [json.loads(line) for line in out.getvalue().split("\n")[:-1]] == source
 
     def test_unknown_entry_types_are_kept(self) -> None:
         _, entries = parse(corpus_file("pi-synthetic/agent-sessions-openclaw__schema_drift.jsonl"))
@@ -204,7 +204,7 @@ class TestWriter:
             },
         ]
         assert write_pi({"type": "session"}, entries, out) == 5
-        lines = [json.loads(line) for line in out.getvalue().splitlines()[1:]]
+        lines = [json.loads(line) for line in out.getvalue().split("\n")[1:-1]]
         assert [(x["id"], x["parentId"]) for x in lines] == [
             ("u", None),
             ("u.1", "u"),

@@ -91,6 +91,8 @@ def _first_object(line: bytes) -> dict[str, Any] | None:
 
 def _vote(obj: dict[str, Any]) -> str | None:
     kind = obj.get("type")
+    if not isinstance(kind, str):
+        kind = None
     if kind == "session" and ("cwd" in obj or "version" in obj or "id" in obj):
         return "pi"
     if kind in _CODEX_TYPES and "payload" in obj:

@@ -24,10 +24,12 @@ from typing import Any
 from nexus_store.errors import TranscriptError
 
 __all__ = [
+    "RESERVED_KEYS",
     "LineReader",
     "ParsedEntry",
     "ParsedSession",
     "Problem",
+    "add_extras",
     "dumps",
     "epoch_to_iso",
     "id_generator",
@@ -101,6 +103,28 @@ class ParsedSession:
     parent_source_id: str | None
     entries: Iterator[ParsedEntry]
     problems: list[Problem] = field(default_factory=list)
+
+
+# Keys whose meaning the pi entry fixes; a source field with one of these names (or
+# one already set on the entry) is kept under "sourceFields" instead of clobbering it.
+RESERVED_KEYS = frozenset({"type", "id", "parentId", "timestamp", "message", "messages"})
+
+
+def add_extras(entry: dict[str, Any], extras: dict[str, Any]) -> None:
+    """Add a source line's fields with no pi equivalent to an entry, losing none.
+
+    A field whose name is taken (a pi key, or one already on the entry) goes into
+    ``entry["sourceFields"]`` instead, so the entry's own keys stay right.
+
+    Args:
+        entry: The pi entry being built (modified).
+        extras: The source fields to keep.
+    """
+    for key, value in extras.items():
+        if key in entry or key in RESERVED_KEYS or key == "sourceFields":
+            entry.setdefault("sourceFields", {})[key] = value
+        else:
+            entry[key] = value
 
 
 def dumps(value: Any) -> str:

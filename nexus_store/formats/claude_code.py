@@ -40,6 +40,7 @@ from nexus_store.formats.base import (
     LineReader,
     ParsedEntry,
     ParsedSession,
+    add_extras,
     id_generator,
     iso_to_epoch_ms,
     source_id_from_name,
@@ -294,9 +295,9 @@ def _entries(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
             trigger = meta.get("trigger", obj.get("trigger"))
         elif entry["type"] == "compaction":
             if pre_tokens is not None:
-                entry["tokensBefore"] = pre_tokens
+                entry.setdefault("tokensBefore", pre_tokens)
             if isinstance(trigger, str):
-                entry["trigger"] = trigger
+                entry.setdefault("trigger", trigger)
             pre_tokens = trigger = None
         previous = entry["id"]
         yield ParsedEntry(line, entry)
@@ -349,7 +350,7 @@ def _entry(
         _message_fields(reader, line, obj, entry, rest, names, seen, ms)
         if entry["type"] != kind:
             entry["ccType"] = kind
-    entry.update(rest)
+    add_extras(entry, rest)
     return entry
 
 

@@ -30,6 +30,7 @@ from nexus_store.formats.base import (
     LineReader,
     ParsedEntry,
     ParsedSession,
+    add_extras,
     id_generator,
     iso_to_epoch_ms,
     source_id_from_name,
@@ -211,6 +212,6 @@ def _entries(reader: LineReader, source_id: str, meta_line: int | None) -> Itera
             entry["codexType"] = kind
             rest.pop("payload")
             entry["codexPayload"] = {k: v for k, v in payload.items() if k != "message"}
-        entry.update(rest)
+        add_extras(entry, rest)
         previous = entry["id"]
         yield ParsedEntry(line, entry)

@@ -32,6 +32,7 @@ from nexus_store.formats.base import (
     LineReader,
     ParsedEntry,
     ParsedSession,
+    add_extras,
     dumps,
     epoch_to_iso,
     id_generator,
@@ -196,7 +197,7 @@ def _entries(reader: LineReader, source_id: str, boundaries: set[str]) -> Iterat
         elif kind == "compaction":
             _compaction(reader, line, obj, entry, after)
         else:
-            entry.update({k: v for k, v in obj.items() if k not in _SKIP and k not in entry})
+            add_extras(entry, {k: v for k, v in obj.items() if k not in _SKIP})
         previous = entry_id
         yield ParsedEntry(line, entry)
 
@@ -225,7 +226,7 @@ def _compaction(
             repaired=True,
         )
     known = set(COMPACTION_FIELDS) | _SKIP
-    entry.update({k: v for k, v in obj.items() if k not in known})
+    add_extras(entry, {k: v for k, v in obj.items() if k not in known})
 
 
 def _source_time(entry: dict[str, Any]) -> Any:
@@ -304,4 +305,7 @@ def _ndjson_line(
     stamp = _source_time(entry)
     if stamp is not None:
         line["timestamp"] = stamp
+    fields = line.pop("sourceFields", None)
+    if isinstance(fields, dict):
+        line.update(fields)  # source fields whose names pi entries use
     return line
