@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +26,7 @@ from nexus_store.errors import TranscriptError
 
 __all__ = [
     "RESERVED_KEYS",
+    "BoundedMap",
     "LineReader",
     "ParsedEntry",
     "ParsedSession",
@@ -127,6 +129,30 @@ def add_extras(entry: dict[str, Any], extras: dict[str, Any]) -> None:
             entry[key] = value
 
 
+class BoundedMap(OrderedDict[str, str]):
+    """A map that forgets its oldest keys past ``limit`` entries (memory stays flat).
+
+    Used for look-backs that only matter nearby: tool-call id -> tool name, API
+    message ids already seen.
+    """
+
+    def __init__(self, limit: int = 512):
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key: str, value: str) -> None:
+        """Store ``key``, making it the newest; drop the oldest key past the limit.
+
+        Args:
+            key: The key.
+            value: Its value.
+        """
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
 def dumps(value: Any) -> str:
     """Serialize like JavaScript ``JSON.stringify``: compact, non-ASCII kept.
 
@@ -158,7 +184,7 @@ def source_id_from_name(name: str) -> str:
     return base
 
 
-def id_generator(source_id: str) -> Any:
+def id_generator(source_id: str) -> Callable[[int], str]:
     """Return a function giving the deterministic 8-hex id of the n-th object of a file.
 
     The id is ``(h + n) mod 2**32`` in hex, where ``h`` comes from the SHA-256 of

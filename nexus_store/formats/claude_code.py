@@ -32,11 +32,11 @@ Sub-agent files (first record a sidechain with an ``agentId``) get source_id
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from nexus_store.formats.base import (
+    BoundedMap,
     LineReader,
     ParsedEntry,
     ParsedSession,
@@ -58,16 +58,6 @@ _STOP_REASONS = {
     "max_tokens": "length",
     "refusal": "error",
 }
-
-
-class _Recent(OrderedDict[str, str]):
-    """A bounded map: the oldest keys go first."""
-
-    def remember(self, key: str, value: str) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        if len(self) > _RECENT:
-            self.popitem(last=False)
 
 
 def parse_claude_code(reader: LineReader) -> ParsedSession:
@@ -192,7 +182,7 @@ def _block(block: Any) -> Any:
     return block
 
 
-def _tool_result(block: dict[str, Any], names: _Recent, ms: int | None) -> dict[str, Any]:
+def _tool_result(block: dict[str, Any], names: BoundedMap, ms: int | None) -> dict[str, Any]:
     call_id = block.get("tool_use_id")
     content = block.get("content")
     if isinstance(content, str):
@@ -218,7 +208,7 @@ def _tool_result(block: dict[str, Any], names: _Recent, ms: int | None) -> dict[
     return message
 
 
-def _user_messages(content: Any, names: _Recent, ms: int | None) -> list[dict[str, Any]]:
+def _user_messages(content: Any, names: BoundedMap, ms: int | None) -> list[dict[str, Any]]:
     if not isinstance(content, list):
         message: dict[str, Any] = {"role": "user", "content": content}
         if ms is not None:
@@ -248,7 +238,7 @@ def _user_messages(content: Any, names: _Recent, ms: int | None) -> list[dict[st
 
 
 def _assistant_message(
-    api: dict[str, Any], names: _Recent, seen: _Recent, ms: int | None
+    api: dict[str, Any], names: BoundedMap, seen: BoundedMap, ms: int | None
 ) -> dict[str, Any]:
     content = api.get("content")
     if isinstance(content, str):
@@ -282,8 +272,8 @@ def _assistant_message(
 def _entries(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
     make_id = id_generator(source_id)
     previous: str | None = None
-    names = _Recent()  # tool-call id -> tool name, for toolResult messages
-    seen = _Recent()  # API message ids already given usage
+    names = BoundedMap(_RECENT)  # tool-call id -> tool name, for toolResult messages
+    seen = BoundedMap(_RECENT)  # API message ids already given usage
     pre_tokens: Any = None
     trigger: Any = None
     for line, obj in reader:
@@ -307,10 +297,10 @@ def _entry(
     reader: LineReader,
     line: int,
     obj: dict[str, Any],
-    make_id: Any,
+    make_id: Callable[[int], str],
     previous: str | None,
-    names: _Recent,
-    seen: _Recent,
+    names: BoundedMap,
+    seen: BoundedMap,
 ) -> dict[str, Any]:
     kind = obj.get("type")
     uuid = obj.get("uuid")
@@ -360,8 +350,8 @@ def _message_fields(
     obj: dict[str, Any],
     entry: dict[str, Any],
     rest: dict[str, Any],
-    names: _Recent,
-    seen: _Recent,
+    names: BoundedMap,
+    seen: BoundedMap,
     ms: int | None,
 ) -> None:
     api = rest.pop("message")

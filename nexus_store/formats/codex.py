@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nexus_store.formats.base import (
+    BoundedMap,
     LineReader,
     ParsedEntry,
     ParsedSession,
@@ -35,7 +36,6 @@ from nexus_store.formats.base import (
     iso_to_epoch_ms,
     source_id_from_name,
 )
-from nexus_store.formats.claude_code import _Recent
 
 __all__ = ["parse_codex"]
 
@@ -117,7 +117,7 @@ def _arguments(raw: Any) -> Any:
 
 
 def _message(
-    payload: dict[str, Any], names: _Recent, ms: int | None
+    payload: dict[str, Any], names: BoundedMap, ms: int | None
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Map a response_item payload; return the message and the payload keys consumed."""
     kind = payload.get("type", "message" if "role" in payload else None)
@@ -173,7 +173,7 @@ def _message(
 def _entries(reader: LineReader, source_id: str, meta_line: int | None) -> Iterator[ParsedEntry]:
     make_id = id_generator(source_id)
     previous: str | None = None
-    names = _Recent()
+    names = BoundedMap()
     for line, obj in reader:
         kind = obj.get("type")
         if kind == "session_meta" and line == meta_line:

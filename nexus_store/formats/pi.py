@@ -20,7 +20,7 @@ leftover) gets a synthesized header and keeps its parent links as written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 from nexus_store.formats.base import (
@@ -152,7 +152,11 @@ def _entries_v1(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
 
 
 def _resolve_index(
-    reader: LineReader, line: int, ordinal: int, entry: dict[str, Any], make_id: Any
+    reader: LineReader,
+    line: int,
+    ordinal: int,
+    entry: dict[str, Any],
+    make_id: Callable[[int], str],
 ) -> None:
     # pi's migrateV1ToV2: entries[firstKeptEntryIndex], the header counting as 0.
     index = entry.pop("firstKeptEntryIndex")
