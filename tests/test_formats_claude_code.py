@@ -193,3 +193,12 @@ class TestCodex:
         path = corpus_file("codex/ccusage__session-alpha.jsonl")
         session, lines = parse(path)
         assert session.source_id == "ccusage__session-alpha" and len(lines) == 3
+
+
+def test_records_without_parent_key_chain_to_the_previous_record_not_metadata() -> None:
+    path = corpus_file("claude-code-synthetic/claude-code-transcripts__sample_session.jsonl")
+    _, lines = parse(path)
+    entries = [e for es in lines.values() for e in es]
+    assert entries[0]["type"] == "summary" and entries[1]["id"] == "msg-001"
+    assert entries[1]["parentId"] is None  # a root, not a child of the summary line
+    assert [e["parentId"] for e in entries[2:]] == [f"msg-00{n}" for n in range(1, 7)]

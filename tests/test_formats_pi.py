@@ -226,3 +226,16 @@ class TestStrict:
     def test_unknown_format_name_is_refused(self) -> None:
         with pytest.raises(TranscriptError, match="use one of"):
             list(parse_stream(io.BytesIO(b""), "x", format="yaml"))
+
+
+def test_lone_surrogate_is_escaped_like_json_stringify() -> None:
+    data = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}\n'
+    data += b'{"type":"label","id":"a","parentId":null,"label":"x\\ud800y"}\n'
+    session, entries = parse_bytes(data)
+    out = io.StringIO()
+    write_pi(session.header, [e.entry for e in entries], out)
+    out.getvalue().encode("utf-8")  # writable as UTF-8
+    assert (
+        out.getvalue().split("\n")[1]
+        == '{"type":"label","id":"a","parentId":null,"label":"x\\ud800y"}'
+    )

@@ -107,6 +107,8 @@ class ParsedSession:
     problems: list[Problem] = field(default_factory=list)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 # Keys whose meaning the pi entry fixes; a source field with one of these names (or
 # one already set on the entry) is kept under "sourceFields" instead of clobbering it.
 RESERVED_KEYS = frozenset({"type", "id", "parentId", "timestamp", "message", "messages"})
@@ -162,7 +164,12 @@ def dumps(value: Any) -> str:
     Returns:
         The JSON text, without a newline.
     """
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if _SURROGATE.search(text):
+        # A lone surrogate (from a "\\ud800" escape) cannot be written as UTF-8;
+        # JSON.stringify escapes it, and so do we.
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def source_id_from_name(name: str) -> str:
@@ -372,19 +379,23 @@ class LineReader:
                 repaired=False,
             )
 
-    def peek(self, limit: int) -> list[tuple[int, dict[str, Any]]]:
+    def peek(self, limit: int, max_bytes: int = 8_000_000) -> list[tuple[int, dict[str, Any]]]:
         """Read ahead up to ``limit`` objects without consuming them.
 
         Args:
             limit: Most objects to buffer.
+            max_bytes: Stop reading ahead once this many bytes were read (a few
+                huge lines must not make the look-ahead big).
 
         Returns:
             The buffered objects (they are yielded again by iteration).
         """
-        while len(self._pending) < limit:
+        read = 0
+        while len(self._pending) < limit and read < max_bytes:
             try:
                 lineno, raw = next(self._lines)
             except StopIteration:
                 break
+            read += len(raw)
             self._read_line(lineno, raw)
         return list(self._pending[:limit])

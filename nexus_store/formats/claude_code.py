@@ -7,7 +7,7 @@ many without a uuid. How they map:
 
 * ``user``/``assistant`` lines become ``message`` entries: id = uuid, parentId =
   parentUuid as written (a line with a uuid but no ``parentUuid`` key, as in old
-  linear files, is chained to the previous entry). Content blocks: ``text`` stays,
+  linear files, is chained to the previous record with a uuid). Content blocks: ``text`` stays,
   ``thinking`` -> thinking (signature -> ``thinkingSignature``), ``tool_use`` ->
   ``toolCall``, base64 ``image`` -> pi image; others are kept as they are. Each
   ``tool_result`` block becomes a ``toolResult`` message, so a user line with
@@ -271,13 +271,15 @@ def _assistant_message(
 
 def _entries(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
     make_id = id_generator(source_id)
-    previous: str | None = None
+    previous: str | None = None  # the previous entry, for lines without a uuid
+    linked: str | None = None  # the previous record with a uuid, for uuids without a parent key
     names = BoundedMap(_RECENT)  # tool-call id -> tool name, for toolResult messages
     seen = BoundedMap(_RECENT)  # API message ids already given usage
     pre_tokens: Any = None
     trigger: Any = None
     for line, obj in reader:
-        entry = _entry(reader, line, obj, make_id, previous, names, seen)
+        has_uuid = isinstance(obj.get("uuid"), str) and bool(obj["uuid"])
+        entry = _entry(reader, line, obj, make_id, linked if has_uuid else previous, names, seen)
         if obj.get("subtype") == "compact_boundary":
             meta = obj.get("compactMetadata")
             meta = meta if isinstance(meta, dict) else {}
@@ -290,6 +292,8 @@ def _entries(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
                 entry.setdefault("trigger", trigger)
             pre_tokens = trigger = None
         previous = entry["id"]
+        if has_uuid:
+            linked = entry["id"]
         yield ParsedEntry(line, entry)
 
 
