@@ -202,3 +202,46 @@ def test_records_without_parent_key_chain_to_the_previous_record_not_metadata() 
     assert entries[0]["type"] == "summary" and entries[1]["id"] == "msg-001"
     assert entries[1]["parentId"] is None  # a root, not a child of the summary line
     assert [e["parentId"] for e in entries[2:]] == [f"msg-00{n}" for n in range(1, 7)]
+
+
+def test_non_seekable_stream_is_detected_and_read_in_one_pass() -> None:
+    import io
+
+    class Pipe(io.RawIOBase):
+        def __init__(self, data: bytes) -> None:
+            self._data = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return False
+
+        def readinto(self, buffer: Any) -> int:
+            chunk = self._data.read(len(buffer))
+            buffer[: len(chunk)] = chunk
+            return len(chunk)
+
+    from nexus_store.formats import parse_stream
+
+    data = (FIXTURES / "claude-code-parallel.jsonl").read_bytes()
+    (session,) = parse_stream(io.BufferedReader(Pipe(data)), "-")
+    assert session.source_format == "claude_code" and session.source_id == "cc-par-1"
+    assert [e.line for e in session.entries] == list(range(1, 10))
+
+
+def test_parse_file_closes_the_file_when_entries_are_consumed(monkeypatch: Any) -> None:
+    import builtins
+
+    opened: list[Any] = []
+    real_open = builtins.open
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        handle = real_open(*args, **kwargs)
+        opened.append(handle)
+        return handle
+
+    monkeypatch.setattr(builtins, "open", spy)
+    sessions = list(parse_file(FIXTURES / "claude-code-parallel.jsonl"))
+    assert len(list(sessions[0].entries)) == 9  # still readable after the generator ended
+    assert opened and all(handle.closed for handle in opened)
