@@ -106,6 +106,7 @@ class IngestMixin:
             self._run_start_key = int(
                 self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0]
             )
+            self._max_matched_seq = -1
             session_key, session_id = self._ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
@@ -198,22 +199,25 @@ class IngestMixin:
             problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
             return None
         existing = self.conn.execute(
-            "select id from turns where session_id = ? and uid = ?", [session_key, uid]
+            "select id, seq from turns where session_id = ? and uid = ?", [session_key, uid]
         ).fetchone()
         if existing is not None:
+            # Stored by this run, or matched earlier in this run (entries come in file
+            # order, as they were stored): the id is used twice in the file.
+            if existing[0] >= self._run_start_key or existing[1] <= self._max_matched_seq:
+                problem(line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False)
+                return None
             stored = self.get_turn(session_id, uid).entry  # type: ignore[attr-defined]
             if _same(stored, entry):
+                self._max_matched_seq = existing[1]
                 return int(existing[0])  # already imported: nothing to do
-            if self._imported_in_this_run(existing[0]):
-                problem(line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False)
-            else:
-                counts.conflicts += 1
-                problem(
-                    line,
-                    "conflict",
-                    f"entry {uid!r} is already stored with different content; not overwritten",
-                    False,
-                )
+            counts.conflicts += 1
+            problem(
+                line,
+                "conflict",
+                f"entry {uid!r} is already stored with different content; not overwritten",
+                False,
+            )
             return None
         patch_out: dict[str, Any] = dict(patch) if patch else {}
         parent_uid = entry.get("parentId")
@@ -255,10 +259,8 @@ class IngestMixin:
         counts.messages += len(message) if turn.kind == "message" else 0
         return int(self._last_turn_key)  # type: ignore[attr-defined]
 
-    def _imported_in_this_run(self, key: int) -> bool:
-        return key >= self._run_start_key
-
     _run_start_key = 0
+    _max_matched_seq = -1
     _last_seq = -1
 
 
