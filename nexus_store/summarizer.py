@@ -203,6 +203,23 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+class _Secret:
+    """Holds the API key; its repr and str never show it (not even in ``vars()``)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
 class _Retry(Exception):
     """Internal: one attempt failed in a way worth retrying."""
 
@@ -301,7 +318,7 @@ class HttpSummarizer:
         self.max_backoff = max_backoff
         self.temperature = temperature
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self.__api_key = key
+        self.__api_key = _Secret(key) if key else None
         self._extra_headers = dict(extra_headers or {})
         self._client = client
         self._owns_client = client is None
@@ -449,13 +466,12 @@ class HttpSummarizer:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         headers.update(self._extra_headers)
         if self.__api_key:
-            headers["Authorization"] = f"Bearer {self.__api_key}"
+            headers["Authorization"] = f"Bearer {self.__api_key.get()}"
         return headers
 
     def _scrub(self, text: str) -> str:
-        key = self.__api_key
-        if key:
-            text = text.replace(key, "***")
+        if self.__api_key:
+            text = text.replace(self.__api_key.get(), "***")
         return text
 
     def _attempt(self, body: dict[str, Any]) -> str:
