@@ -7,9 +7,12 @@ the previous summary — so the turns kept by one compaction are summarized by t
 next (pi issue #2608 lost them by starting after the previous compaction turn).
 
 `plan_compaction` chooses the cut, as pi's ``findCutPoint`` does: walking back from
-the newest message until ``keep_recent_tokens`` are kept, then cutting at the
-nearest valid point — the first message of a turn whose role is not
-``toolResult`` — so a tool call is never separated from its results. When the cut
+the newest message until ``keep_recent_tokens`` are reached, then cutting at the
+nearest valid point at or after that message — the first message of a turn whose
+role is not ``toolResult`` — so a tool call is never separated from its results.
+When the budget line falls inside a call's results, the call and its results go
+to the summary and a little less than the budget is kept (as in pi); when no valid
+point follows the line at all, the cut moves back to the call, keeping a little more. When the cut
 falls inside a user turn (at an assistant message), that turn's prefix is
 summarized separately and joined to the summary, so the kept suffix keeps its
 context.
