@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_store.prompts import DEFAULT_MAX_TOKENS
 from nexus_store.summary_text import content_text, file_lists, tool_calls
 
 __all__ = ["SECTION_TITLES", "ExtractiveSummarizer"]
@@ -351,7 +352,7 @@ class ExtractiveSummarizer:
         *,
         previous_summary: str | None = None,
         instructions: str | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> str:
         """Extract a checkpoint from ``messages``, updating ``previous_summary``.
 
