@@ -39,12 +39,15 @@ from nexus_store.summary_text import file_lists, format_file_operations, strip_f
 from nexus_store.tokens import TokenCounter, message_tokens
 
 __all__ = [
+    "BRANCH_SUMMARY_INSTRUCTIONS",
     "TURN_PREFIX_INSTRUCTIONS",
+    "BranchSummaryOutcome",
     "CompactionOutcome",
     "CompactionPlan",
     "ContextItem",
     "find_cut_points",
     "plan_compaction",
+    "run_branch_summary",
     "run_compaction",
 ]
 
@@ -361,4 +364,121 @@ def run_compaction(
         omitted=omitted,
         layer=layer,
         stages=stages,
+    )
+
+
+# -- branch summaries --------------------------------------------------------------
+
+BRANCH_SUMMARY_INSTRUCTIONS = (
+    "These messages are a branch of the session that the user is now leaving for another "
+    "point of the conversation. Record what was tried there, what worked, what failed and "
+    "why, so that the other branch does not repeat it."
+)
+"""Focus given to the summarizer for an abandoned branch."""
+
+BRANCH_SUMMARY_PREAMBLE = (
+    "The user explored another branch of this session before coming back here.\n"
+)
+"""First line of every branch summary, so a model reading it knows what it is."""
+
+
+class BranchSummaryOutcome(BaseModel):
+    """The summary a branch-summary turn will carry.
+
+    Attributes:
+        summary: Preamble, summary, and ``<read-files>``/``<modified-files>`` blocks.
+        details: ``{"readFiles": [...], "modifiedFiles": [...]}`` over the whole branch.
+        messages_summarized: Messages given to the summarizer (after the budget).
+        partial: True when some messages could not be summarized.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    summary: str
+    details: dict[str, list[str]]
+    messages_summarized: int
+    partial: bool = False
+
+
+def run_branch_summary(
+    messages: Sequence[Mapping[str, Any]],
+    summarizer: Summarizer,
+    counter: TokenCounter,
+    cfg: CompactionConfig,
+    *,
+    tokens: Sequence[int] | None = None,
+    token_budget: int | None = None,
+    previous_details: Sequence[Mapping[str, Any]] = (),
+    instructions: str | None = None,
+) -> BranchSummaryOutcome | None:
+    """Summarize an abandoned branch (old leaf back to the common ancestor).
+
+    As in pi's branch summarization, tool results are left out (the calls say what
+    was done), and when the branch exceeds ``token_budget`` its newest messages are
+    kept. File operations are collected over the whole branch, plus the details of
+    branch summaries inside it.
+
+    Args:
+        messages: The branch's agent messages, oldest first.
+        summarizer: Any `Summarizer`.
+        counter: Counts tokens when ``tokens`` is not given.
+        cfg: Window, chunk budget and summary budget.
+        tokens: Stored token count of each message.
+        token_budget: Most tokens of messages to summarize (default: the window
+            minus the reserve floor).
+        previous_details: ``details`` of branch summaries within the branch.
+        instructions: The user's focus.
+
+    Returns:
+        The outcome, or None when the branch has nothing to summarize.
+
+    Raises:
+        NexusError: If ``tokens`` does not have one count per message.
+        SummarizerError: When no summary could be produced.
+    """
+    if tokens is None:
+        tokens = [message_tokens(counter, m) for m in messages]
+    elif len(tokens) != len(messages):
+        raise NexusError(
+            f"got {len(tokens)} token counts for {len(messages)} messages; pass one per message"
+        )
+    budget = (
+        token_budget
+        if token_budget is not None
+        else (cfg.context_window - cfg.reserve_tokens_floor)
+    )
+    chosen: list[Mapping[str, Any]] = []
+    used = 0
+    for message, cost in zip(reversed(messages), reversed(tokens), strict=True):
+        if message.get("role") == "toolResult":
+            continue
+        if used + cost > budget:
+            break
+        chosen.append(message)
+        used += cost
+    chosen.reverse()
+    if not chosen:
+        return None
+    details = file_lists(messages, *previous_details)
+    staged = summarize_in_stages(
+        chosen,
+        summarizer,
+        counter,
+        max_chunk_tokens=cfg.max_chunk_tokens,
+        context_window=cfg.context_window,
+        parts=cfg.summary_parts,
+        max_tokens=cfg.summarizer.max_tokens,
+        instructions=BRANCH_SUMMARY_INSTRUCTIONS
+        + (f" Also pay attention to: {instructions}" if instructions else ""),
+    )
+    summary = (
+        BRANCH_SUMMARY_PREAMBLE
+        + staged.summary
+        + format_file_operations(details["readFiles"], details["modifiedFiles"])
+    )
+    return BranchSummaryOutcome(
+        summary=summary,
+        details=details,
+        messages_summarized=len(chosen),
+        partial=staged.partial,
     )

@@ -178,7 +178,7 @@ class FileOps:
 
 
 def file_lists(
-    messages: Iterable[Mapping[str, Any]], previous_details: Mapping[str, Any] | None = None
+    messages: Iterable[Mapping[str, Any]], *previous_details: Mapping[str, Any] | None
 ) -> dict[str, list[str]]:
     """Return ``{"readFiles": [...], "modifiedFiles": [...]}`` for messages, sorted.
 
@@ -186,13 +186,15 @@ def file_lists(
 
     Args:
         messages: Agent messages whose tool calls are scanned.
-        previous_details: The previous compaction's details, carried forward.
+        *previous_details: Details of earlier compactions or branch summaries
+            (``readFiles``/``modifiedFiles``), carried forward; None is skipped.
 
     Returns:
         The two sorted lists.
     """
     ops = FileOps()
-    ops.add_details(previous_details)
+    for details in previous_details:
+        ops.add_details(details)
     for message in messages:
         ops.add_message(message)
     modified = sorted(ops.modified)

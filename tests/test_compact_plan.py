@@ -8,10 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexus_store.compact import (
+    BRANCH_SUMMARY_INSTRUCTIONS,
+    BRANCH_SUMMARY_PREAMBLE,
     TURN_PREFIX_INSTRUCTIONS,
     ContextItem,
     find_cut_points,
     plan_compaction,
+    run_branch_summary,
     run_compaction,
 )
 from nexus_store.errors import NexusError, SummarizerError
@@ -385,3 +388,49 @@ class TestRunCompaction:
         plan = plan_compaction(b.items, keep_recent_tokens=1)
         out = run_compaction(plan, ExtractiveSummarizer(), COUNTER, CFG)
         assert out.tokens_after is None  # a summary bigger than what it replaced
+
+
+class TestBranchSummary:
+    def branch(self) -> list[dict[str, Any]]:
+        return [item.message for item in coding_session().items[1:]]
+
+    def test_summarizes_branch_without_tool_results(self) -> None:
+        rec = Recorder()
+        out = run_branch_summary(
+            self.branch(),
+            rec,
+            COUNTER,
+            CFG,
+            previous_details=[{"readFiles": ["notes.md"], "modifiedFiles": []}],
+            instructions="the cache",
+        )
+        assert out is not None
+        (sent,) = rec.calls
+        assert all(m["role"] != "toolResult" for m in sent["messages"])
+        assert len(sent["messages"]) == out.messages_summarized == 6
+        assert sent["instructions"].startswith(BRANCH_SUMMARY_INSTRUCTIONS)
+        assert "the cache" in sent["instructions"]
+        assert out.summary.startswith(BRANCH_SUMMARY_PREAMBLE + "SUMMARY1")
+        assert out.details == {
+            "readFiles": ["notes.md"],
+            "modifiedFiles": ["src/client.py", "tests/test_client.py"],
+        }
+
+    def test_budget_keeps_the_newest_messages(self) -> None:
+        msgs = self.branch()
+        tokens = [100] * len(msgs)
+        rec = Recorder()
+        out = run_branch_summary(msgs, rec, COUNTER, CFG, tokens=tokens, token_budget=250)
+        assert out is not None and out.messages_summarized == 2
+        assert rec.calls[0]["messages"] == [msgs[-3], msgs[-1]]  # msgs[-2] is a tool result
+
+    def test_nothing_to_summarize(self) -> None:
+        assert run_branch_summary([], Recorder(), COUNTER, CFG) is None
+        with pytest.raises(NexusError, match="token counts"):
+            run_branch_summary(self.branch(), Recorder(), COUNTER, CFG, tokens=[1])
+
+    def test_extractive_branch_summary(self) -> None:
+        out = run_branch_summary(self.branch(), ExtractiveSummarizer(), COUNTER, CFG)
+        assert out is not None
+        assert "Add caching to the API client" in out.summary
+        assert "## Goal" in out.summary
