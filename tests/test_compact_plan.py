@@ -434,3 +434,22 @@ class TestBranchSummary:
         assert out is not None
         assert "Add caching to the API client" in out.summary
         assert "## Goal" in out.summary
+
+
+def test_docs_examples_run() -> None:
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "compaction.md"
+    if not doc.exists():
+        pytest.skip(f"{doc} is not part of this checkout")
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(doc), "exec"), {})
+    import tomllib
+
+    for block in re.findall(r"```toml\n(.*?)```", doc.read_text(), re.DOTALL):
+        from nexus_store.policy import CompactionConfig
+
+        CompactionConfig.model_validate(tomllib.loads(block)["compaction"])
