@@ -10,10 +10,19 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nexus_store.errors import SummarizerError
 from nexus_store.extractive import SECTION_TITLES, ExtractiveSummarizer
+from nexus_store.summarize_stages import (
+    StagedSummary,
+    format_tokens_k,
+    group_units,
+    summarize_in_stages,
+)
 from nexus_store.summarizer import HttpSummarizer, Summarizer, get_summarizer
+from nexus_store.tokens import CharsEstimator
 
 try:
     from tests.http_server import Reply, ScriptedServer, chat_reply, scripted_server
@@ -559,14 +568,6 @@ class TestExtractiveSummarizer:
 
 # -- staged summarization ------------------------------------------------------------------
 
-from nexus_store.summarize_stages import (  # noqa: E402
-    StagedSummary,
-    format_tokens_k,
-    group_units,
-    summarize_in_stages,
-)
-from nexus_store.tokens import CharsEstimator  # noqa: E402
-
 
 class FakeSummarizer:
     """Records calls; fails on a message whose "size" exceeds ``fail_above``, or always."""
@@ -831,3 +832,40 @@ class TestStagedSummarization:
     def test_group_units_attach_results_to_call(self) -> None:
         msgs, _ = tool_session(2)
         assert group_units(msgs) == [[0], [1, 2, 3], [4], [5, 6, 7]]
+
+
+@st.composite
+def tool_sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for t in range(draw(st.integers(1, 8))):
+        msgs.append(sized("user", draw(st.integers(0, 400))))
+        for k in range(draw(st.integers(0, 3))):
+            ids = [f"{t}.{k}.{r}" for r in range(draw(st.integers(1, 3)))]
+            calls = [{"type": "toolCall", "id": i, "name": "bash", "arguments": {}} for i in ids]
+            msgs.append(sized("assistant", draw(st.integers(0, 200)), content=calls))
+            for i in ids:
+                msgs.append(sized("toolResult", draw(st.integers(0, 900)), toolCallId=i))
+    return msgs
+
+
+class TestStagedProperties:
+    @settings(max_examples=200, deadline=None)
+    @given(tool_sessions(), st.integers(50, 2000), st.integers(1, 4))
+    def test_every_call_keeps_tool_pairs_and_covers_all_messages(
+        self, msgs: list[dict[str, Any]], max_chunk: int, parts: int
+    ) -> None:
+        fake = FakeSummarizer()
+        out = summarize_in_stages(
+            msgs,
+            fake,
+            CharsEstimator(),
+            max_chunk_tokens=max_chunk,
+            context_window=100_000,
+            parts=parts,
+            tokens=[m["size"] for m in msgs],
+        )
+        assert_calls_keep_tool_pairs(fake.calls)
+        sent = [m for chunk, _ in fake.calls for m in chunk]
+        assert sent == msgs  # every message exactly once, in order
+        assert not out.partial
+        assert len(fake.merges) <= 1
