@@ -175,10 +175,7 @@ def _extract(messages: Sequence[Mapping[str, Any]]) -> _Checkpoint:
             items["constraints"].extend(_clip(s) for s in sentences if _CONSTRAINT_RE.search(s))
             ended_done = False
         elif role == "assistant":
-            text = content_text(msg.get("content"), sep="\n")
-            if not isinstance(msg.get("content"), list) and isinstance(msg.get("content"), str):
-                text = str(msg.get("content"))
-            sentences = _sentences(text)
+            sentences = _sentences(content_text(msg.get("content"), sep="\n"))
             items["decisions"].extend(_clip(s) for s in sentences if _DECISION_RE.search(s))
             done = [_clip(s) for s in sentences if _DONE_RE.search(s)]
             items["done"].extend(done)

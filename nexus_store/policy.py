@@ -40,6 +40,7 @@ __all__ = [
     "ENV_VARS",
     "CompactionConfig",
     "Degradation",
+    "Layer",
     "LayerConfig",
     "LayerName",
     "SummarizerOptions",
@@ -94,6 +95,10 @@ DEFAULT_LAYERS = (
     LayerConfig(name="summarize", trigger_percent=88, protect_recent_tokens=25_000),
     LayerConfig(name="full", trigger_percent=95, protect_recent_tokens=15_000),
 )
+
+
+Layer = LayerConfig
+"""Alias: what `select_layer` returns."""
 
 
 class SummarizerOptions(BaseModel):

@@ -211,13 +211,19 @@ class HttpSummarizer:
             rng: Source of jitter (injectable for tests).
 
         Raises:
-            SummarizerError: If no model is given or configured, or a setting is invalid.
+            SummarizerError: If no model is given or configured, the base URL is not
+                http(s), or a setting is invalid.
         """
         environ: Mapping[str, str] = os.environ if env is None else env
         key, key_source = _resolve_key(api_key, environ)
         url = base_url or environ.get("NEXUS_SUMMARIZER_BASE_URL") or None
         if url is None:
             url = _OPENROUTER_URL if key_source == "OPENROUTER_API_KEY" else _OPENAI_URL
+        if not url.startswith(("http://", "https://")):
+            raise SummarizerError(
+                f"summarizer base URL {url!r} must start with http:// or https://, "
+                "e.g. http://127.0.0.1:11434/v1"
+            )
         model_id = model or environ.get("NEXUS_SUMMARIZER_MODEL") or None
         if not model_id:
             raise SummarizerError(

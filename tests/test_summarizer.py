@@ -346,6 +346,10 @@ class TestHttpSummarizerUnit:
         with pytest.raises(SummarizerError, match="NEXUS_SUMMARIZER_MODEL"):
             HttpSummarizer("http://127.0.0.1:1/v1", env={})
 
+    def test_base_url_must_be_http(self) -> None:
+        with pytest.raises(SummarizerError, match="must start with http"):
+            HttpSummarizer("127.0.0.1:8080/v1", "m", env={})
+
     def test_default_base_url_follows_key_source(self) -> None:
         s = HttpSummarizer(model="m", env={"OPENROUTER_API_KEY": "k"})
         assert s.base_url == "https://openrouter.ai/api/v1"
