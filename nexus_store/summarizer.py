@@ -167,9 +167,9 @@ class HttpSummarizer:
     ``choices[0].message.content`` fail at once.
 
     Example:
-        >>> s = HttpSummarizer("http://127.0.0.1:11434/v1", "llama3.2", api_key="k")
-        >>> "k" in repr(s)
-        False
+        >>> s = HttpSummarizer("http://127.0.0.1:11434/v1", "llama3.2", api_key="sk-123")
+        >>> repr(s)
+        "HttpSummarizer(base_url='http://127.0.0.1:11434/v1', model='llama3.2', api_key='***')"
     """
 
     def __init__(
