@@ -253,7 +253,6 @@ def _parse(summary: str) -> _Checkpoint:
         cp.items[key].extend(paths)
     text = _FILE_BLOCK_RE.sub("", summary)
     section: str | None = None
-    recognized = False
     for raw in text.splitlines():
         line = raw.rstrip()
         heading = _HEADING_RE.match(line.strip())
@@ -261,7 +260,6 @@ def _parse(summary: str) -> _Checkpoint:
             name = heading.group(2).strip().strip("*").strip().casefold()
             section = _HEADINGS.get(name)
             if section is not None:
-                recognized = True
                 continue
             cp.earlier.append(line)
             continue
@@ -274,8 +272,6 @@ def _parse(summary: str) -> _Checkpoint:
         if not value or value.casefold() in ("(none)", "none", "n/a"):
             continue
         cp.items[section].append(value)
-    if not recognized:
-        cp.earlier = text.strip().splitlines()
     while cp.earlier and not cp.earlier[-1].strip():
         cp.earlier.pop()
     return cp
