@@ -873,3 +873,27 @@ class TestStagedProperties:
         assert sent == msgs  # every message exactly once, in order
         assert not out.partial
         assert len(fake.merges) <= 1
+
+
+def test_import_and_construction_touch_no_network() -> None:
+    import pathlib
+    import subprocess
+    import sys
+
+    code = """
+import socket
+def refuse(*a, **k):
+    raise AssertionError("network touched")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+import nexus_store.compact, nexus_store.policy, nexus_store.prune
+from nexus_store.summarizer import HttpSummarizer, get_summarizer
+HttpSummarizer("https://openrouter.ai/api/v1", "m", api_key="k").close()
+assert get_summarizer("extractive").summarize([{"role": "user", "content": "hi there"}])
+"""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
