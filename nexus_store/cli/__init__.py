@@ -12,6 +12,7 @@ import click
 
 from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
+from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.transfer import export, import_
@@ -42,5 +43,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (import_, export, sessions, tree, context, sql):
+for command in (import_, export, sessions, tree, context, compact, navigate, sql):
     cli.add_command(command)

@@ -35,6 +35,7 @@ from nexus_store.errors import (
 from nexus_store.models import Session, Turn
 from nexus_store.rows import dumps, encode_entry_fields, encode_message
 from nexus_store.store import connection
+from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.transfer import TransferMixin
@@ -95,7 +96,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin, TransferMixin):
+class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
@@ -630,7 +631,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin):
                 first_kept_key = kept[_P_ID]
                 own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
                 context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
-            elif native:
+            elif native and not (isinstance(first_uid, str) and first_uid == entry.get("id")):
+                # (a compaction naming itself as first kept keeps nothing before it)
                 raise InvalidEntry(
                     f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
                     f"compaction in session {session_id!r}; keep a turn on the path to its parent"

@@ -138,7 +138,7 @@ select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_ui
        t.custom_type, t.display, t.details_json, t.extra_json,
        m.idx, m.role, m.content_kind, m.content_json, m.text,
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
-       m.timestamp_ms, m.extra_json
+       m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 from seg
 join turns t on t.session_id = :session
   and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq

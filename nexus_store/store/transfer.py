@@ -268,6 +268,71 @@ class TransferMixin:
                 header["version"] = 3  # v1/v2 input exports as v3
         return header
 
+    def backup_session(self, session_id: str) -> dict[str, Any]:
+        """A JSON backup of one session from which `restore_session` rebuilds it identically.
+
+        Returns:
+            ``{"nexus_store_backup": 1, "session": {...}, "header": {...}, "entries": [...]}``
+            where each entry carries its source patch under ``"_patch"`` when it has one.
+        """
+        session = self.get_session(session_id)  # type: ignore[attr-defined]
+        patches = self._patches(session_id)
+        entries = []
+        for turn in self.iter_turns(session_id):  # type: ignore[attr-defined]
+            item = dict(turn.entry)
+            if turn.id in patches:
+                item["_patch"] = patches[turn.id]
+            entries.append(item)
+        return {
+            "nexus_store_backup": 1,
+            "session": session.model_dump(),
+            "header": self.export_header(session_id),
+            "entries": entries,
+        }
+
+    def restore_session(self, backup: dict[str, Any]) -> str:
+        """Rebuild a session from `backup_session` output: same ids, tree and active leaf.
+
+        Restoring into a database that already holds the session changes nothing.
+
+        Raises:
+            NexusError: If the data is not a nexus_store session backup.
+        """
+        if not isinstance(backup, dict) or backup.get("nexus_store_backup") != 1:
+            raise NexusError("not a nexus_store session backup (expected nexus_store_backup: 1)")
+        session = backup["session"]
+        entries = backup.get("entries") or []
+
+        def items() -> Iterator[tuple[int, dict[str, Any], Any]]:
+            for n, entry in enumerate(entries, 1):
+                entry = dict(entry)
+                patch = entry.pop("_patch", None)
+                yield n, entry, patch
+
+        header = dict(backup.get("header") or {})
+        header["id"] = session["id"]
+        session_id, _ = self.ingest(  # type: ignore[attr-defined]
+            header,
+            items(),
+            source_format=session.get("source_format") or "backup",
+            source_id=session.get("source_id") or session["id"],
+            source_path=session.get("source_path"),
+            strict=True,
+        )
+        with self.atomic():  # type: ignore[attr-defined]
+            key = self._session_row(session_id)[0]  # type: ignore[attr-defined]
+            leaf = session.get("active_leaf")
+            leaf_key = (
+                None
+                if leaf is None
+                else self._turn_key(key, session_id, leaf)  # type: ignore[attr-defined]
+            )
+            self.conn.execute(  # type: ignore[attr-defined]
+                "update sessions set active_leaf_id = ?, title = ?, flush_epoch = ? where id = ?",
+                [leaf_key, session.get("title"), session.get("flush_epoch"), key],
+            )
+        return str(session_id)
+
     def export_jsonl(
         self,
         session_id: str,
