@@ -14,12 +14,12 @@ which JSON writes as null, becomes None).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nexus_store import jsoncodec
 from nexus_store.rows import decode_message
 
 __all__ = ["ABSENT", "build_messages", "js_date_ms", "js_truthy"]
@@ -152,9 +152,9 @@ def _fields(row: Sequence[Any]) -> dict[str, Any]:
     if row[_T_DISPLAY] is not None:
         fields["display"] = bool(row[_T_DISPLAY])
     if row[_T_DETAILS] is not None:
-        fields["details"] = json.loads(row[_T_DETAILS])
+        fields["details"] = jsoncodec.loads(row[_T_DETAILS])
     if row[_T_EXTRA]:
-        fields.update(json.loads(row[_T_EXTRA]))
+        fields.update(jsoncodec.loads(row[_T_EXTRA]))
     return fields
 
 
@@ -199,7 +199,7 @@ def build_messages(
                 messages.append(_message(row))
             elif row[_T_ID] != last_turn:
                 # A message entry whose "message" is not an object: pi pushes it as is.
-                extra = json.loads(row[_T_EXTRA]) if row[_T_EXTRA] else {}
+                extra = jsoncodec.loads(row[_T_EXTRA]) if row[_T_EXTRA] else {}
                 messages.append(extra.get("message"))
             else:
                 continue

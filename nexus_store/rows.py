@@ -18,10 +18,11 @@ Pure functions, no SQL: `store` binds these values.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from nexus_store import jsoncodec
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -109,12 +110,7 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
 
 def dumps(value: Any) -> str:
     """Serialize to compact JSON that SQLite can store (lone surrogates escaped)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if _SURROGATE.search(text):
-        # A lone surrogate (from a "\\ud800" escape in the source) cannot be encoded
-        # as UTF-8; the escaped form keeps the exact value.
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
-    return text
+    return jsoncodec.dumps(value)
 
 
 def _fits(value: Any, kind: str) -> bool:
@@ -137,7 +133,7 @@ def _column_value(value: Any, kind: str) -> Any:
 
 def _decode_column(value: Any, kind: str) -> Any:
     if kind == "json":
-        return json.loads(value)
+        return jsoncodec.loads(value)
     if kind == "bool":
         return bool(value)
     return value
@@ -189,7 +185,7 @@ def entry_from_parts(
         if value is not None:
             entry[key] = _decode_column(value, ckind)
     if extra_json:
-        entry.update(json.loads(extra_json))
+        entry.update(jsoncodec.loads(extra_json))
     return entry
 
 
@@ -298,14 +294,14 @@ def decode_message(
     elif content_kind == "text_block":
         message["content"] = [{"type": "text", "text": text}]
     elif content_kind == "json":
-        message["content"] = json.loads(content_json) if content_json is not None else None
+        message["content"] = jsoncodec.loads(content_json) if content_json is not None else None
     elif content_kind == "bash_output":
         message["output"] = text
     for (key, _, kind), value in zip(_MESSAGE_FIELDS[1:], fields, strict=True):
         if value is not None:
             message[key] = bool(value) if kind == "bool" else value
     if extra_json:
-        message.update(json.loads(extra_json))
+        message.update(jsoncodec.loads(extra_json))
     return message
 
 

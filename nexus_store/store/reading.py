@@ -7,11 +7,11 @@ context; status reads the path values stored on the leaf and costs O(1).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
@@ -161,7 +161,7 @@ class ReadingMixin:
                     context_tokens=row[9],
                     compactions=row[10],
                     compaction_id=row[11],
-                    model=None if row[12] is None else json.loads(row[12]),
+                    model=None if row[12] is None else jsoncodec.loads(row[12]),
                     thinking_level=row[13],
                     entry=entry,
                 )
@@ -276,7 +276,7 @@ class ReadingMixin:
             [session_key],
         ):
             if label is None and extra:
-                value = json.loads(extra).get("label")
+                value = jsoncodec.loads(extra).get("label")
                 label = value if isinstance(value, str) else None
             if target is None:
                 continue
@@ -339,7 +339,7 @@ class ReadingMixin:
             session_id=session_id,
             leaf_id=leaf[0],
             messages=messages,
-            model=None if leaf[4] is None else json.loads(leaf[4]),
+            model=None if leaf[4] is None else jsoncodec.loads(leaf[4]),
             thinking_level=leaf[5],
             tokens=leaf[3],
             turn_ids=turn_ids,
