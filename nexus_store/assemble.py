@@ -131,7 +131,6 @@ def js_truthy(value: Any) -> bool:
 _T_ID, _T_UID, _T_KIND, _T_CREATED, _T_SUMMARY, _T_TOKENS_BEFORE = range(6)
 _T_FROM, _T_CUSTOM_TYPE, _T_DISPLAY, _T_DETAILS, _T_EXTRA = range(6, 11)
 _M_IDX, _M_ROLE, _M_KIND, _M_CONTENT, _M_TEXT = range(11, 16)
-_M_FIELDS = slice(16, 24)
 _M_EXTRA = 24
 _TOKENS = 25
 
@@ -164,14 +163,7 @@ def _put(target: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _message(row: Sequence[Any]) -> dict[str, Any]:
-    return decode_message(
-        row[_M_ROLE],
-        row[_M_KIND],
-        row[_M_CONTENT],
-        row[_M_TEXT],
-        tuple(row[_M_FIELDS]),
-        row[_M_EXTRA],
-    )
+    return decode_message(row[12], row[13], row[14], row[15], row[16:24], row[24])
 
 
 def build_messages(

@@ -19,7 +19,7 @@ Pure functions, no SQL: `store` binds these values.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_store import jsoncodec
@@ -271,7 +271,7 @@ def decode_message(
     content_kind: str | None,
     content_json: str | None,
     text: str | None,
-    fields: tuple[Any, ...],
+    fields: Sequence[Any],
     extra_json: str | None,
 ) -> dict[str, Any]:
     """Rebuild an agent message from its columns.
@@ -288,21 +288,39 @@ def decode_message(
     Returns:
         The message dict, equal to the one written.
     """
+    # The hot loop of context assembly: kept flat on purpose.
     message: dict[str, Any] = {} if role is None else {"role": role}
-    if content_kind == "string":
-        message["content"] = text
-    elif content_kind == "text_block":
+    if content_kind == "text_block":
         message["content"] = [{"type": "text", "text": text}]
+    elif content_kind == "string":
+        message["content"] = text
     elif content_kind == "json":
-        message["content"] = jsoncodec.loads(content_json) if content_json is not None else None
+        message["content"] = _loads(content_json) if content_json is not None else None
     elif content_kind == "bash_output":
         message["output"] = text
-    for (key, _, kind), value in zip(_MESSAGE_FIELDS[1:], fields, strict=True):
-        if value is not None:
-            message[key] = bool(value) if kind == "bool" else value
+    call_id, tool, is_error, provider, model, api, stop, stamp = fields
+    if call_id is not None:
+        message["toolCallId"] = call_id
+    if tool is not None:
+        message["toolName"] = tool
+    if is_error is not None:
+        message["isError"] = bool(is_error)
+    if provider is not None:
+        message["provider"] = provider
+    if model is not None:
+        message["model"] = model
+    if api is not None:
+        message["api"] = api
+    if stop is not None:
+        message["stopReason"] = stop
+    if stamp is not None:
+        message["timestamp"] = stamp
     if extra_json:
-        message.update(jsoncodec.loads(extra_json))
+        message.update(_loads(extra_json))
     return message
+
+
+_loads = jsoncodec.loads
 
 
 _SKIP = frozenset({"type", "id", "parentId"})
