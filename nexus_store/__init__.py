@@ -10,6 +10,7 @@ from __future__ import annotations
 from nexus_store.errors import (
     ConflictError,
     InvalidEntry,
+    InvalidQuery,
     NexusError,
     ReadOnlyError,
     SchemaOutOfDate,
@@ -31,6 +32,7 @@ __all__ = [
     "Context",
     "ContextStatus",
     "InvalidEntry",
+    "InvalidQuery",
     "NexusError",
     "ReadOnlyError",
     "SchemaOutOfDate",

@@ -14,6 +14,7 @@ from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
+from nexus_store.cli.search import search
 
 __all__ = ["cli"]
 
@@ -41,5 +42,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (sessions, tree, context, sql):
+for command in (sessions, tree, context, sql, search):
     cli.add_command(command)
