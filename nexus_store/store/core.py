@@ -38,6 +38,7 @@ from nexus_store.store import connection
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.search import SearchMixin
+from nexus_store.store.workspace import WorkspaceMixin
 from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
 
@@ -77,7 +78,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin, SearchMixin):
+class Store(ReadingMixin, IngestMixin, SearchMixin, WorkspaceMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
