@@ -12,9 +12,11 @@ import click
 
 from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
+from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
 
@@ -42,5 +44,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (sessions, tree, context, sql, search):
+for command in (import_, export, sessions, tree, context, compact, navigate, sql, search):
     cli.add_command(command)

@@ -106,8 +106,14 @@ class IngestMixin:
             self._run_start_key = int(
                 self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0]
             )
+            self._max_matched_seq = -1
             session_key, session_id = self._ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
+            )
+            self._last_seq = int(
+                self.conn.execute(
+                    "select last_seq from sessions where id = ?", [session_key]
+                ).fetchone()[0]
             )
             last_key: int | None = None
             title: str | None = None
@@ -120,8 +126,9 @@ class IngestMixin:
                     title = entry["name"].strip() or title
             if last_key is not None:
                 self.conn.execute(
-                    "update sessions set active_leaf_id = ?, updated_utc = ? where id = ?",
-                    [last_key, _now(), session_key],
+                    "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                    "where id = ?",
+                    [last_key, _now(), self._last_seq, session_key],
                 )
             if title:
                 self.conn.execute("update sessions set title = ? where id = ?", [title, session_key])
@@ -192,22 +199,25 @@ class IngestMixin:
             problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
             return None
         existing = self.conn.execute(
-            "select id from turns where session_id = ? and uid = ?", [session_key, uid]
+            "select id, seq from turns where session_id = ? and uid = ?", [session_key, uid]
         ).fetchone()
         if existing is not None:
+            # Stored by this run, or matched earlier in this run (entries come in file
+            # order, as they were stored): the id is used twice in the file.
+            if existing[0] >= self._run_start_key or existing[1] <= self._max_matched_seq:
+                problem(line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False)
+                return None
             stored = self.get_turn(session_id, uid).entry  # type: ignore[attr-defined]
             if _same(stored, entry):
+                self._max_matched_seq = existing[1]
                 return int(existing[0])  # already imported: nothing to do
-            if self._imported_in_this_run(existing[0]):
-                problem(line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False)
-            else:
-                counts.conflicts += 1
-                problem(
-                    line,
-                    "conflict",
-                    f"entry {uid!r} is already stored with different content; not overwritten",
-                    False,
-                )
+            counts.conflicts += 1
+            problem(
+                line,
+                "conflict",
+                f"entry {uid!r} is already stored with different content; not overwritten",
+                False,
+            )
             return None
         patch_out: dict[str, Any] = dict(patch) if patch else {}
         parent_uid = entry.get("parentId")
@@ -220,12 +230,9 @@ class IngestMixin:
                 problem(line, "bad_type", f"parentId {parent_uid!r} is not a string; stored as a root", True)
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             else:
-                parent = self.conn.execute(
-                    "select id, seq, depth, tokens, path_tokens, context_tokens, compaction_id, "
-                    "compaction_count, active_model_json, active_thinking_level, run_start_seq, "
-                    "run_parent_id, kind, uid from turns where session_id = ? and uid = ?",
-                    [session_key, parent_uid],
-                ).fetchone()
+                from nexus_store.store.core import PARENT_BY_UID_SQL
+
+                parent = self.conn.execute(PARENT_BY_UID_SQL, [session_key, parent_uid]).fetchone()
                 if parent is None:
                     problem(
                         line,
@@ -237,18 +244,24 @@ class IngestMixin:
                     patch_out.setdefault("set", {})["parentId"] = parent_uid
         stored_entry = dict(entry)
         stored_entry["parentId"] = None if parent is None else parent_uid
+        self._last_seq += 1
         turn = self._insert_turn(  # type: ignore[attr-defined]
-            session_key, session_id, parent, stored_entry, native=False, patch=patch_out or None
+            session_key,
+            session_id,
+            parent,
+            stored_entry,
+            native=False,
+            seq=self._last_seq,
+            patch=patch_out or None,
         )
         counts.turns += 1
         message = turn.entry.get("messages") or ([turn.entry["message"]] if "message" in turn.entry else [])
         counts.messages += len(message) if turn.kind == "message" else 0
         return int(self._last_turn_key)  # type: ignore[attr-defined]
 
-    def _imported_in_this_run(self, key: int) -> bool:
-        return key >= self._run_start_key
-
     _run_start_key = 0
+    _max_matched_seq = -1
+    _last_seq = -1
 
 
 def _now() -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nexus_store.assemble import build_messages
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
-from nexus_store.policy_basics import DEFAULT_WINDOW, degradation, trigger_threshold
+from nexus_store.policy import CompactionConfig, evaluate_degradation
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts
 from nexus_store.store.sql import CONTEXT_SQL, PATH_SQL, SESSION_SQL, TURN_SQL
 
@@ -313,6 +313,8 @@ class ReadingMixin:
                 thinking_level="off",
                 tokens=0,
                 turn_ids=[],
+                turn_kinds=[],
+                message_tokens=[],
             )
         leaf = self.conn.execute(
             "select t.uid, t.kind, t.compaction_id, t.context_tokens, t.active_model_json, "
@@ -332,7 +334,7 @@ class ReadingMixin:
                 "compaction": compaction,
             },
         )
-        messages, turn_ids = build_messages(rows, compaction)
+        messages, turn_ids, kinds, tokens = build_messages(rows, compaction)
         return Context.model_construct(
             session_id=session_id,
             leaf_id=leaf[0],
@@ -341,22 +343,32 @@ class ReadingMixin:
             thinking_level=leaf[5],
             tokens=leaf[3],
             turn_ids=turn_ids,
+            turn_kinds=kinds,
+            message_tokens=tokens,
         )
 
     def status(
-        self, session_id: str, leaf_id: str | None = None, *, window: int = DEFAULT_WINDOW
+        self,
+        session_id: str,
+        leaf_id: str | None = None,
+        *,
+        window: int | None = None,
+        config: CompactionConfig | None = None,
     ) -> ContextStatus:
         """How full a leaf's context is and how often its path was compacted, in O(1).
 
         Args:
             session_id: The session.
             leaf_id: The leaf; None for the active leaf.
-            window: The model's context window in tokens.
+            window: The model's context window in tokens (default: the config's, 200,000).
+            config: Compaction settings: trigger formula and degradation limits.
 
         Returns:
             Tokens, window, percent, compactions on the path, the last compaction and
             the degradation risk.
         """
+        cfg = config or CompactionConfig()
+        window = cfg.context_window if window is None else window
         if window <= 0:
             raise ValueError(f"window must be a positive number of tokens, not {window}")
         session_key, leaf_key = self._leaf_key(session_id, leaf_id)
@@ -381,7 +393,7 @@ class ReadingMixin:
                     "layer": row[8],
                     "messages_compacted": row[9],
                 }
-        risk, recommendation = degradation(compactions)
+        degradation = evaluate_degradation(compactions, cfg)
         return ContextStatus(
             session_id=session_id,
             leaf_id=leaf_uid,
@@ -390,7 +402,7 @@ class ReadingMixin:
             percent=round(tokens / window * 100, 2),
             compactions=compactions,
             last_compaction=last,
-            risk=risk,
-            recommendation=recommendation,
-            threshold=trigger_threshold(window),
+            risk=degradation.risk,
+            recommendation=degradation.recommendation,
+            threshold=max(0, window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens),
         )
