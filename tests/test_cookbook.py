@@ -9,6 +9,7 @@ and docs/schema.md names every column of every table.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sqlite3
@@ -259,6 +260,24 @@ class TestDatasette:
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         ).stdout
         assert '"x": {' in out
+
+
+class TestRealDatasette:
+    def test_canned_queries_through_datasette(self, fixture_db: Path) -> None:
+        datasette_app = pytest.importorskip("datasette.app", reason="datasette is not installed")
+        ds = datasette_app.Datasette([str(fixture_db)], metadata=metadata(fixture_db.stem))
+
+        async def fetch(url: str) -> Any:
+            response = await ds.client.get(url)
+            assert response.status_code == 200, (url, response.text)
+            return response.json()
+
+        for name in canned_queries():
+            params = "&".join(f"{k}={v}" for k, v in PARAMS.items())
+            rows = asyncio.run(fetch(f"/{fixture_db.stem}/{name}.json?{params}&_shape=array"))
+            CHECKS[name](rows)
+        hits = asyncio.run(fetch(f"/{fixture_db.stem}/messages.json?_search=walrus&_shape=array"))
+        assert len(hits) == 5
 
 
 class TestDocs:
