@@ -195,6 +195,28 @@ class TestSync:
         assert [h.turn_id for h in store.search("india", session=sid)] == ["e2"]
         fts_ok(store)
 
+    def test_store_compaction_and_branch_summary_are_searchable(self, store: Store) -> None:
+        s = store.create_session().id
+        for i in range(6):
+            store.append_message(s, user(f"question {i} about the narwhal migration " * 5))
+            store.append_message(s, assistant(f"answer {i} on the narwhal " * 5))
+        result = store.compact(s, summarizer="extractive", keep_recent_tokens=30)
+        (hit,) = store.search("narwhal", role="compactionSummary")
+        assert hit.turn_id == result.turn.id
+        first = store.path(s)[0].id
+        summary = store.navigate_with_summary(s, first, summarizer="extractive")
+        assert summary is not None
+        branch_hits = store.search("narwhal", role="branchSummary")
+        assert [h.turn_id for h in branch_hits] == [summary.id]
+        fts_ok(store)
+
+    def test_imported_files_are_searchable(self, store: Store) -> None:
+        fixture = Path(__file__).parent / "fixtures" / "jsonl" / "pi-v3-quirks.jsonl"
+        (sid,) = store.import_jsonl(fixture)
+        assert store.search("parentId", session=sid)[0].turn_id == "q1"
+        assert store.search('"read a.txt"', role="compactionSummary")[0].turn_id == "q4"
+        fts_ok(store)
+
     def test_deleted_rows_leave_the_index(self, filled: tuple[Store, str, str]) -> None:
         # gc deletes rows; the triggers must forget them exactly (or the index corrupts).
         store, _, b = filled
