@@ -294,6 +294,12 @@ class TestDocs:
         for block in blocks:
             exec(compile(block, f"{page}", "exec"), namespace)
 
+    def test_every_public_store_method_is_documented(self) -> None:
+        page = (DOCS / "python-api.md").read_text(encoding="utf-8")
+        public = [name for name in dir(Store) if not name.startswith("_")]
+        missing = [name for name in public if f"{name}(" not in page and f"`{name}`" not in page]
+        assert not missing, f"docs/python-api.md does not show: {missing}"
+
     def test_cog_is_current(self) -> None:
         pages = sorted(str(p) for p in DOCS.glob("*.md"))
         done = subprocess.run(
