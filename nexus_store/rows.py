@@ -262,7 +262,7 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
                 row[column] = value
         cost = usage.get("cost")
         total = cost.get("total") if isinstance(cost, dict) else None
-        if type(total) in (int, float):
+        if isinstance(total, (int, float)) and not isinstance(total, bool):
             row["cost"] = float(total)
     row["extra_json"] = dumps(rest) if rest else None
     return row

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from nexus_store import __version__
-from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
+from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
@@ -27,7 +27,8 @@ __all__ = ["cli"]
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="NEXUS_STORE_DB",
-    help=f"Database file. Default: $NEXUS_STORE_DB, else {default_db_path()}.",
+    help="Database file. Default: $NEXUS_STORE_DB, else "
+    "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",
 )
 def cli(db: Path | None) -> None:
     """Store LLM agent sessions as a tree of turns in SQLite.

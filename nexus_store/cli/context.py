@@ -33,7 +33,9 @@ def context() -> None:
     show_default=True,
     help="With --render: drop thinking blocks or keep them.",
 )
-@click.option("--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders.")
+@click.option(
+    "--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders."
+)
 @json_option
 @click.pass_context
 def show(
@@ -69,7 +71,8 @@ def show(
     model = result.model or {}
     click.echo(
         f"session {info.id}  leaf {result.leaf_id}  {len(result.messages)} messages, "
-        f"{result.tokens:,} tokens  model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
+        f"{result.tokens:,} tokens  "
+        f"model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
         f"thinking {result.thinking_level}"
     )
     for turn_id, message in zip(result.turn_ids, result.messages, strict=True):
@@ -114,7 +117,10 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
         before = f"{last['tokens_before']:,}" if isinstance(last["tokens_before"], int) else "?"
         after = f"{last['tokens_after']:,}" if isinstance(last["tokens_after"], int) else "?"
         how = ", ".join(str(v) for v in (last["trigger"], last["layer"]) if v)
-        click.echo(f"Last compaction: {last['id']} at {last['timestamp']} ({how or 'no trigger recorded'}) {before} → {after} tokens")
+        click.echo(
+            f"Last compaction: {last['id']} at {last['timestamp']} "
+            f"({how or 'no trigger recorded'}) {before} → {after} tokens"
+        )
     click.echo(f"Degradation:     {st.risk} — {st.recommendation}")
 
 
@@ -159,14 +165,16 @@ def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -
         after = f"{r['tokens_after']:,}" if isinstance(r["tokens_after"], int) else "?"
         click.echo(
             f"{n}. {r['id']}  {r['timestamp'] or '-'}  {r['trigger'] or '-'}/{r['layer'] or '-'}  "
-            f"{before} → {after} tokens  {r['messages_compacted'] if r['messages_compacted'] is not None else '?'} messages"
+            f"{before} → {after} tokens  {_or_unknown(r['messages_compacted'])} messages"
         )
 
 
 @context.command("inspect")
 @click.argument("session")
 @click.option("--leaf", help="Turn id of the leaf (default: the session's active leaf).")
-@click.option("--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders.")
+@click.option(
+    "--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders."
+)
 @json_option
 @click.pass_context
 def inspect(ctx: click.Context, session: str, leaf: str | None, prune: bool, as_json: bool) -> None:
@@ -201,8 +209,13 @@ def inspect(ctx: click.Context, session: str, leaf: str | None, prune: bool, as_
         return
     for r in rows:
         mark = "  (pruned)" if r["pruned"] else ""
-        click.echo(f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}")
-    click.echo(f"total {result.tokens:,} tokens in {len(rows)} messages" + (f", {len(pruned)} pruned" if prune else ""))
+        click.echo(
+            f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}"
+        )
+    click.echo(
+        f"total {result.tokens:,} tokens in {len(rows)} messages"
+        + (f", {len(pruned)} pruned" if prune else "")
+    )
 
 
 @context.command("export")
@@ -242,3 +255,7 @@ def import_backup(ctx: click.Context, file: Path) -> None:
         raise click.ClickException(f"{file} is not a JSON backup: {err}") from None
     session_id = store.restore_session(data)
     click.echo(f"restored session {session_id}")
+
+
+def _or_unknown(value: object) -> str:
+    return "?" if value is None else str(value)

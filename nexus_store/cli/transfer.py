@@ -8,12 +8,16 @@ from pathlib import Path
 import click
 
 from nexus_store.cli._common import echo_json, open_store
+from nexus_store.examples import EXAMPLE_TRANSCRIPT
 
 __all__ = ["export", "import_"]
 
 
 @click.command("import")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--example", is_flag=True, help="Import the small example session bundled with nexus_store."
+)
 @click.option(
     "--format",
     "fmt",
@@ -25,7 +29,13 @@ __all__ = ["export", "import_"]
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no problem list.")
 @click.pass_context
 def import_(
-    ctx: click.Context, paths: tuple[str, ...], fmt: str | None, strict: bool, as_json: bool, quiet: bool
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    example: bool,
+    fmt: str | None,
+    strict: bool,
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Import transcripts: files, directories (searched recursively) or - for stdin.
 
@@ -40,11 +50,18 @@ def import_(
         nexus-store import ~/.pi/agent/sessions
         nexus-store import ~/.claude/projects --json
         cat session.jsonl | nexus-store import -
+        nexus-store import --example
     """
+    if example:
+        paths = (*paths, str(EXAMPLE_TRANSCRIPT))
+    if not paths:
+        raise click.UsageError("give PATHS to import (files, directories or -), or --example")
     store = open_store(ctx, create=True)
     files = [Path(p) for p in paths if p != "-"]
     total = sum(
-        f.stat().st_size if f.is_file() else sum(x.stat().st_size for x in f.rglob("*.jsonl*") if x.is_file())
+        f.stat().st_size
+        if f.is_file()
+        else sum(x.stat().st_size for x in f.rglob("*.jsonl*") if x.is_file())
         for f in files
         if f.exists()
     )
@@ -67,9 +84,13 @@ def import_(
         if not quiet:
             for p in report.problems[:50]:
                 action = "repaired" if p["repaired"] else "skipped"
-                click.echo(f"{p['path']}:{p['line']}: {p['kind']} ({action}): {p['message']}", err=True)
+                click.echo(
+                    f"{p['path']}:{p['line']}: {p['kind']} ({action}): {p['message']}", err=True
+                )
             if len(report.problems) > 50:
-                click.echo(f"... and {len(report.problems) - 50} more problems (see --json)", err=True)
+                click.echo(
+                    f"... and {len(report.problems) - 50} more problems (see --json)", err=True
+                )
         mb = report.bytes / 1e6
         rate = mb / report.seconds if report.seconds else 0.0
         click.echo(
@@ -86,13 +107,25 @@ def import_(
 
 @click.command()
 @click.argument("session")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file (default: standard output).")
-@click.option("--format", "fmt", type=click.Choice(["pi", "ndjson"]), default="pi", show_default=True,
-              help="pi: pi / OpenClaw session JSONL v3; ndjson: the compaction-event NDJSON.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (default: standard output).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["pi", "ndjson"]),
+    default="pi",
+    show_default=True,
+    help="pi: pi / OpenClaw session JSONL v3; ndjson: the compaction-event NDJSON.",
+)
 @click.option("--leaf", help="Export only the path from the root to this turn.")
 @click.pass_context
-def export(ctx: click.Context, session: str, output: Path | None, fmt: str, leaf: str | None) -> None:
+def export(
+    ctx: click.Context, session: str, output: Path | None, fmt: str, leaf: str | None
+) -> None:
     """Export SESSION as JSONL that pi / OpenClaw loads (the whole tree, or one path).
 
     For pi v3 input, import then export gives back the same JSON values line

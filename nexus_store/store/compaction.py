@@ -118,8 +118,9 @@ class CompactionMixin:
         """
         cfg = config or CompactionConfig()
         keep = cfg.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens
-        if layer != "summarize" and keep_recent_tokens is None:
-            keep = cfg.layer(layer).protect_recent_tokens
+        layer_config = cfg.layer(layer)
+        if layer != "summarize" and keep_recent_tokens is None and layer_config is not None:
+            keep = layer_config.protect_recent_tokens
         session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
         leaf = leaf_id if leaf_id is not None else session.active_leaf
         if leaf is None:
@@ -197,13 +198,11 @@ class CompactionMixin:
             self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
             return None
         ancestor = (
-            None
-            if turn_id is None
-            else self.common_ancestor(session_id, old, turn_id)  # type: ignore[attr-defined]
+            None if turn_id is None else self.common_ancestor(session_id, old, turn_id)  # type: ignore[attr-defined]
         )
         path: Sequence[Turn] = self.path(session_id, old)  # type: ignore[attr-defined]
         start = 0 if ancestor is None else ancestor.depth + 1
-        abandoned = [t for t in path[start:]]
+        abandoned = list(path[start:])
         messages: list[dict[str, Any]] = []
         tokens: list[int] = []
         previous: list[dict[str, Any]] = []
@@ -227,10 +226,10 @@ class CompactionMixin:
         if outcome is None:
             self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
             return None
-        turn: Turn = self.append_branch_summary(  # type: ignore[attr-defined]
+        written: Turn = self.append_branch_summary(  # type: ignore[attr-defined]
             session_id, turn_id, outcome.summary, details=outcome.details
         )
-        return turn
+        return written
 
     def _count(self, message: dict[str, Any]) -> int:
         from nexus_store.tokens import message_tokens
@@ -275,5 +274,3 @@ class CompactionMixin:
                 "update sessions set flush_epoch = ? where id = ?", [epoch, key]
             )
         return epoch
-
-

@@ -60,9 +60,7 @@ _BUSY_RETRY_SECONDS = 30.0
 
 # Columns of the parent row read before an append (see PARENT_COLUMNS).
 _P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
-_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(
-    6, 13
-)
+_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(6, 13)
 _P_UID, _P_COMPACTION_UID = 13, 14
 PARENT_COLUMNS = (
     "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
@@ -388,7 +386,7 @@ class Store(
             if row is None:
                 raise SessionNotFound(f"no session with id {session_id!r}")
             session_key, last_seq = row[0], row[1]
-            parent = None if row[2] is None or "parentId" in entry and not explicit else row[2:]
+            parent = None if row[2] is None or ("parentId" in entry and not explicit) else row[2:]
             if explicit and parent is None:
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
@@ -400,7 +398,8 @@ class Store(
                 session_key, session_id, parent, entry, native=True, seq=last_seq + 1
             )
             self.conn.execute(
-                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?",
+                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                "where id = ?",
                 [self._last_turn_key, now, turn.seq, session_key],
             )
         return turn
@@ -419,7 +418,9 @@ class Store(
         Returns:
             The new turn.
         """
-        return self.append_entry(session_id, _with_parent({"type": "message", "message": message}, parent_id))
+        return self.append_entry(
+            session_id, _with_parent({"type": "message", "message": message}, parent_id)
+        )
 
     def append_messages(
         self,
@@ -553,7 +554,8 @@ class Store(
         row = self.conn.execute(
             "with recursive up(id, parent_id, depth) as ("
             " select id, parent_id, depth from turns where id = ?"
-            " union all select t.id, t.parent_id, t.depth from up join turns t on t.id = up.parent_id"
+            " union all select t.id, t.parent_id, t.depth"
+            " from up join turns t on t.id = up.parent_id"
             " where up.depth > ?) select id from up where depth = ?",
             [node[_P_ID], ancestor_depth, ancestor_depth],
         ).fetchone()
@@ -599,7 +601,9 @@ class Store(
         if kind in ("branch_summary", "compaction"):
             summary = entry.get("summary")
             if isinstance(summary, str) and summary:
-                tokens = message_tokens(self.counter, {"role": "compactionSummary", "summary": summary})
+                tokens = message_tokens(
+                    self.counter, {"role": "compactionSummary", "summary": summary}
+                )
         # path values from the parent
         depth = 0 if parent is None else parent[_P_DEPTH] + 1
         path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
@@ -615,14 +619,22 @@ class Store(
         model_json = None if parent is None else parent[_P_MODEL]
         thinking = "off" if parent is None else parent[_P_THINKING]
         if kind == "model_change":
-            model = {k: entry[v] for k, v in (("provider", "provider"), ("modelId", "modelId")) if v in entry}
+            model = {
+                k: entry[v]
+                for k, v in (("provider", "provider"), ("modelId", "modelId"))
+                if v in entry
+            }
             model_json = dumps(model)
         elif kind == "thinking_level_change":
             level = entry.get("thinkingLevel")
             thinking = level if isinstance(level, str) else None
         for message in message_dicts:
             if message.get("role") == "assistant":
-                model = {k: message[v] for k, v in (("provider", "provider"), ("modelId", "model")) if v in message}
+                model = {
+                    k: message[v]
+                    for k, v in (("provider", "provider"), ("modelId", "model"))
+                    if v in message
+                }
                 model_json = dumps(model)
         first_kept_key = None
         if kind == "compaction":
@@ -631,7 +643,11 @@ class Store(
             kept: tuple[Any, ...] | None = None
             if isinstance(first_uid, str):
                 kept = self.conn.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
-            if kept is not None and parent is not None and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent):
+            if (
+                kept is not None
+                and parent is not None
+                and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent)
+            ):
                 first_kept_key = kept[_P_ID]
                 own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
                 context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
@@ -665,7 +681,9 @@ class Store(
             path_tokens=path_tokens,
             context_tokens=context_tokens,
             id=key,
-            compaction_id=key if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION]),
+            compaction_id=key
+            if kind == "compaction"
+            else (None if parent is None else parent[_P_COMPACTION]),
             compaction_count=compaction_count,
             active_model_json=model_json,
             active_thinking_level=thinking,
@@ -680,13 +698,15 @@ class Store(
                 cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
                 break
             except sqlite3.IntegrityError as err:
-                if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(err):
+                if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(
+                    err
+                ):
                     raise
                 if not generated:
                     raise InvalidEntry(
                         f"a turn with id {uid!r} already exists in session {session_id!r}"
                     ) from None
-        key = int(cursor.lastrowid) if key is None else key
+        key = int(cursor.lastrowid or 0) if key is None else key
         rows = []
         for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
             row = encode_message(message, count)
@@ -729,7 +749,9 @@ def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
 def _validate_native(entry: dict[str, Any]) -> None:
     kind = entry.get("type")
     if not isinstance(kind, str) or not kind:
-        raise InvalidEntry(f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}")
+        raise InvalidEntry(
+            f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}"
+        )
     if kind == "session":
         raise InvalidEntry("'session' is a transcript header, not an entry; use create_session()")
     if kind == "message":
@@ -744,13 +766,17 @@ def _validate_native(entry: dict[str, Any]) -> None:
                 or not messages
                 or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
             ):
-                raise InvalidEntry("'messages' must be a non-empty list of dicts with a 'role' string")
+                raise InvalidEntry(
+                    "'messages' must be a non-empty list of dicts with a 'role' string"
+                )
         else:
             raise InvalidEntry("a message entry needs a 'message' dict")
     elif kind == "compaction":
         if not isinstance(entry.get("summary"), str):
             raise InvalidEntry("a compaction entry needs a 'summary' string")
         if not isinstance(entry.get("firstKeptEntryId"), str):
-            raise InvalidEntry("a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn")
+            raise InvalidEntry(
+                "a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn"
+            )
     elif kind == "label" and not isinstance(entry.get("targetId"), str):
         raise InvalidEntry("a label entry needs a 'targetId' string")

@@ -131,7 +131,9 @@ class IngestMixin:
                     [last_key, _now(), self._last_seq, session_key],
                 )
             if title:
-                self.conn.execute("update sessions set title = ? where id = ?", [title, session_key])
+                self.conn.execute(
+                    "update sessions set title = ? where id = ?", [title, session_key]
+                )
         return session_id, counts
 
     def _ensure_imported_session(
@@ -159,7 +161,8 @@ class IngestMixin:
         parent_key = None
         if parent_source_id is not None:
             parent = self.conn.execute(
-                "select id from sessions where source_id = ? order by id limit 1", [parent_source_id]
+                "select id from sessions where source_id = ? order by id limit 1",
+                [parent_source_id],
             ).fetchone()
             parent_key = None if parent is None else parent[0]
         created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else _now()
@@ -224,10 +227,17 @@ class IngestMixin:
         parent = None
         if parent_uid is not None:
             if parent_uid == uid:
-                problem(line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True)
+                problem(
+                    line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True
+                )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             elif not isinstance(parent_uid, str):
-                problem(line, "bad_type", f"parentId {parent_uid!r} is not a string; stored as a root", True)
+                problem(
+                    line,
+                    "bad_type",
+                    f"parentId {parent_uid!r} is not a string; stored as a root",
+                    True,
+                )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             else:
                 from nexus_store.store.core import PARENT_BY_UID_SQL
@@ -255,7 +265,9 @@ class IngestMixin:
             patch=patch_out or None,
         )
         counts.turns += 1
-        message = turn.entry.get("messages") or ([turn.entry["message"]] if "message" in turn.entry else [])
+        message = turn.entry.get("messages") or (
+            [turn.entry["message"]] if "message" in turn.entry else []
+        )
         counts.messages += len(message) if turn.kind == "message" else 0
         return int(self._last_turn_key)  # type: ignore[attr-defined]
 

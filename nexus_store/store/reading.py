@@ -218,8 +218,8 @@ class ReadingMixin:
         """Return the turns without children (the tips of every branch), in append order."""
         session_key, _ = self._session_row(session_id)
         rows = self.conn.execute(
-            _TURN_SELECT
-            + " where t.session_id = ? and not exists (select 1 from turns c where c.parent_id = t.id)"
+            _TURN_SELECT + " where t.session_id = ?"
+            " and not exists (select 1 from turns c where c.parent_id = t.id)"
             " order by t.seq",
             [session_key],
         ).fetchall()
@@ -371,7 +371,7 @@ class ReadingMixin:
         window = cfg.context_window if window is None else window
         if window <= 0:
             raise ValueError(f"window must be a positive number of tokens, not {window}")
-        session_key, leaf_key = self._leaf_key(session_id, leaf_id)
+        _, leaf_key = self._leaf_key(session_id, leaf_id)
         tokens = compactions = 0
         leaf_uid = None
         last: dict[str, Any] | None = None

@@ -136,11 +136,15 @@ def run_readonly(
         cursor = conn.execute(sql, params)
     except sqlite3.Warning:  # "You can only execute one statement at a time."
         conn.close()
-        raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+        raise ReadOnlyError(
+            "sql runs one statement at a time; the database was not changed"
+        ) from None
     except sqlite3.DatabaseError as err:
         conn.close()
         if "one statement at a time" in str(err):
-            raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+            raise ReadOnlyError(
+                "sql runs one statement at a time; the database was not changed"
+            ) from None
         if guard.denied or "not authorized" in str(err) or "readonly" in str(err).lower():
             what = guard.denied or "writing"
             raise ReadOnlyError(

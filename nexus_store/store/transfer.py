@@ -21,13 +21,20 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO, TextIO, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import ConflictError, NexusError, TranscriptError
-from nexus_store.formats import ParsedSession, Problem, apply_patch, parse_file, parse_stream
-from nexus_store.formats import write_ndjson, write_pi
+from nexus_store.formats import (
+    ParsedSession,
+    Problem,
+    apply_patch,
+    parse_file,
+    parse_stream,
+    write_ndjson,
+    write_pi,
+)
 
 __all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
 
@@ -81,6 +88,22 @@ def find_transcripts(path: Path) -> list[Path]:
 
 ProgressCallback = Callable[[int, int], None]
 """Called as progress(bytes_done, entries_done) while importing."""
+
+
+def _collector(seen: list[Problem], path: str) -> Callable[[int, str, str, bool], None]:
+    def on_problem(line: int, kind: str, message: str, repaired: bool) -> None:
+        seen.append(Problem(path, line, kind, message, repaired))
+
+    return on_problem
+
+
+def _entries(
+    parsed: ParsedSession, progress: ProgressCallback | None, done_bytes: int, before: int
+) -> Iterator[tuple[int, dict[str, Any], Any]]:
+    for n, item in enumerate(parsed.entries, 1):
+        if progress is not None and n % 5000 == 0:
+            progress(done_bytes, before + n)
+        yield item.line, item.entry, item.patch
 
 
 class TransferMixin:
@@ -147,7 +170,9 @@ class TransferMixin:
             try:
                 if file is None:
                     stream = stdin if stdin is not None else sys.stdin.buffer
-                    sessions = parse_stream(stream, "<stdin>", format=format, strict=strict)
+                    sessions = parse_stream(
+                        cast(BinaryIO, stream), "<stdin>", format=format, strict=strict
+                    )
                     self._import_sessions(sessions, report, strict, progress, done_bytes)
                 else:
                     sessions = parse_file(file, format=format, strict=strict)
@@ -174,19 +199,12 @@ class TransferMixin:
     ) -> None:
         for parsed in sessions:
             seen: list[Problem] = []
-
-            def on_problem(line: int, kind: str, message: str, repaired: bool) -> None:
-                seen.append(Problem(parsed.path, line, kind, message, repaired))
-
-            def entries() -> Iterator[tuple[int, dict[str, Any], Any]]:
-                for n, item in enumerate(parsed.entries, 1):
-                    if progress is not None and n % 5000 == 0:
-                        progress(done_bytes, report.entries + n)
-                    yield item.line, item.entry, item.patch
+            on_problem = _collector(seen, parsed.path)
+            entries = _entries(parsed, progress, done_bytes, report.entries)
 
             session_id, counts = self.ingest(  # type: ignore[attr-defined]
                 parsed.header,
-                entries(),
+                entries,
                 source_format=parsed.source_format,
                 source_id=parsed.source_id,
                 source_path=parsed.path,
@@ -323,9 +341,7 @@ class TransferMixin:
             key = self._session_row(session_id)[0]  # type: ignore[attr-defined]
             leaf = session.get("active_leaf")
             leaf_key = (
-                None
-                if leaf is None
-                else self._turn_key(key, session_id, leaf)  # type: ignore[attr-defined]
+                None if leaf is None else self._turn_key(key, session_id, leaf)  # type: ignore[attr-defined]
             )
             self.conn.execute(  # type: ignore[attr-defined]
                 "update sessions set active_leaf_id = ?, title = ?, flush_epoch = ? where id = ?",
@@ -368,5 +384,5 @@ class TransferMixin:
             partial.replace(target)  # never a half-written file at the target
             return count
         if isinstance(out, io.TextIOBase) or hasattr(out, "write"):
-            return writers[format](header, entries, out)
+            return writers[format](header, entries, cast(TextIO, out))
         raise NexusError(f"cannot write to {out!r}")
