@@ -96,9 +96,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(
-    ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMixin, WorkspaceMixin
-):
+class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMixin, WorkspaceMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
