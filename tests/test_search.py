@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nexus_store import InvalidQuery, SessionNotFound, Store, migrate
 from nexus_store.cli import cli
@@ -419,3 +421,70 @@ def test_index_does_not_copy_text(store: Store) -> None:
     tables = {r[0] for r in store.conn.execute("select name from sqlite_master where type='table'")}
     assert "messages_fts_content" not in tables
     assert isinstance(store.conn, sqlite3.Connection)
+
+
+class TestSyncProperty:
+    """Random appends, branches, compactions and deletes: the index always equals the rows."""
+
+    WORDS: ClassVar[list[str]] = ["alpha", "bravo", "charlie", "delta", "echo"]
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["user", "assistant", "toolResult", "compaction", "delete"]),
+                st.lists(st.sampled_from(WORDS), min_size=0, max_size=4),
+                st.integers(min_value=0, max_value=50),
+            ),
+            min_size=1,
+            max_size=25,
+        )
+    )
+    def test_search_matches_a_naive_scan(self, ops: list[tuple[str, list[str], int]]) -> None:
+        with Store(memory=True, counter="chars4") as store:
+            s = store.create_session().id
+            for kind, words, pick in ops:
+                text = " ".join(words)
+                turns = store.path(s)
+                if kind == "delete":
+                    # what gc does: remove a leaf (nothing refers to a leaf but the session)
+                    leaves = store.leaves(s)
+                    if leaves:
+                        leaf = leaves[pick % len(leaves)]
+                        with store.atomic():
+                            key = store.conn.execute(
+                                "select t.id from turns t join sessions x on x.id = t.session_id "
+                                "where x.uid = ? and t.uid = ?",
+                                [s, leaf.id],
+                            ).fetchone()[0]
+                            store.conn.execute(
+                                "update sessions set active_leaf_id = "
+                                "(select parent_id from turns where id = ?) "
+                                "where active_leaf_id = ?",
+                                [key, key],
+                            )
+                            store.conn.execute("delete from messages where turn_id = ?", [key])
+                            store.conn.execute("delete from turns where id = ?", [key])
+                    continue
+                if kind == "compaction":
+                    if turns:
+                        kept = turns[pick % len(turns)].id
+                        store.append_compaction(s, text, kept, 10)
+                    continue
+                if turns and pick % 3 == 0:
+                    store.navigate(s, turns[pick % len(turns)].id)  # branch
+                message = (
+                    tool_result("bash", text)
+                    if kind == "toolResult"
+                    else {"role": kind, "content": text}
+                )
+                store.append_message(s, message)
+            fts_ok(store)
+            rows = store.conn.execute(
+                "select t.uid, coalesce(m.text, t.summary) from turns t "
+                "left join messages m on m.turn_id = t.id"
+            ).fetchall()
+            for word in self.WORDS:
+                expected = sorted(uid for uid, text in rows if text and word in text.split())
+                found = sorted(h.turn_id for h in store.search(word, limit=1000))
+                assert found == expected, word
