@@ -32,6 +32,8 @@ __all__ = [
     "encode_message",
     "entry_from_parts",
     "flatten_text",
+    "message_rows",
+    "turn_payload",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -305,3 +307,46 @@ def decode_message(
     if extra_json:
         message.update(json.loads(extra_json))
     return message
+
+
+_SKIP = frozenset({"type", "id", "parentId"})
+
+
+def turn_payload(entry: dict[str, Any]) -> tuple[str, frozenset[str], list[dict[str, Any]]]:
+    """The kind of an entry, the keys stored outside ``extra_json``, and its messages.
+
+    A ``messages`` list of one becomes an ordinary ``message`` entry (in place).
+    """
+    typed = isinstance(entry.get("type"), str)
+    kind = entry["type"] if typed else "unknown"
+    skip = set(_SKIP) if typed else {"id", "parentId"}
+    message_dicts: list[dict[str, Any]] = []
+    if kind == "message":
+        if isinstance(entry.get("message"), dict):
+            message_dicts = [entry["message"]]
+            skip.add("message")
+        elif isinstance(entry.get("messages"), list) and all(
+            isinstance(m, dict) for m in entry["messages"]
+        ):
+            message_dicts = entry["messages"]
+            skip.add("messages")
+            if len(message_dicts) == 1:
+                entry["message"] = entry.pop("messages")[0]
+                skip.add("message")
+    elif kind == "custom_message" and "content" in entry:
+        message_dicts = [{"role": "custom", "content": entry["content"]}]
+        skip.add("content")
+    return kind, frozenset(skip), message_dicts
+
+
+def message_rows(
+    key: int, message_dicts: list[dict[str, Any]], counts: list[int]
+) -> list[dict[str, Any]]:
+    """`messages` rows of turn ``key``."""
+    rows = []
+    for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
+        row = encode_message(message, count)
+        row["turn_id"] = key
+        row["idx"] = idx
+        rows.append(row)
+    return rows

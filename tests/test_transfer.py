@@ -159,7 +159,7 @@ class TestAtomicity:
         entries = [{"type": "message", "id": f"m{i}", "parentId": f"m{i-1}" if i else None,
                     "message": {"role": "user", "content": "x"}} for i in range(50)]
         _write(path, HEADER, entries)
-        original = Store._insert_turn
+        original = Store._turn_values
         calls = {"n": 0}
 
         def failing(self: Store, *args: Any, **kwargs: Any) -> Any:
@@ -168,11 +168,11 @@ class TestAtomicity:
                 raise KeyboardInterrupt  # Ctrl-C mid-file
             return original(self, *args, **kwargs)
 
-        monkeypatch.setattr(Store, "_insert_turn", failing)
+        monkeypatch.setattr(Store, "_turn_values", failing)
         with pytest.raises(KeyboardInterrupt):
             store.import_paths([path])
         assert store.conn.execute("select count(*) from turns").fetchone()[0] == 0
-        monkeypatch.setattr(Store, "_insert_turn", original)
+        monkeypatch.setattr(Store, "_turn_values", original)
         assert store.import_paths([path]).turns == 50
 
 
@@ -202,3 +202,34 @@ def test_export_leaf_path_and_ndjson(store: Store) -> None:
     nd = io.StringIO()
     store.export_jsonl(s.id, nd, format="ndjson")
     assert all(json.loads(x)["type"] in ("message",) for x in nd.getvalue().splitlines()[1:] if x)
+
+
+@pytest.mark.slow
+def test_import_memory_stays_flat(tmp_path: Path) -> None:
+    """Peak Python memory while importing does not grow with the file."""
+    import tracemalloc
+
+    def write(path: Path, n: int) -> None:
+        with path.open("w") as f:
+            f.write(json.dumps(HEADER) + "\n")
+            prev = None
+            for i in range(n):
+                e = {"type": "message", "id": f"{i:08x}", "parentId": prev,
+                     "message": {"role": "toolResult", "toolCallId": "c", "toolName": "read",
+                                 "content": [{"type": "text", "text": "z" * 2000}], "isError": False}}
+                f.write(json.dumps(e) + "\n")
+                prev = e["id"]
+
+    peaks = []
+    for n in (2_000, 20_000):
+        path = tmp_path / f"m{n}.jsonl"
+        write(path, n)
+        with Store(tmp_path / f"m{n}.db", counter="chars4") as store:
+            tracemalloc.start()
+            report = store.import_paths([path])
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+            assert report.turns == n
+    # ten times the entries (40 MB of JSON): peak memory within a small factor, far below the file
+    assert peaks[1] < 3 * peaks[0] + 5_000_000, peaks
+    assert peaks[1] < 20_000_000, peaks

@@ -18,7 +18,6 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,21 @@ from nexus_store.errors import (
     TurnNotFound,
 )
 from nexus_store.models import Session, Turn
-from nexus_store.rows import dumps, encode_entry_fields, encode_message
+from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.search import SearchMixin
-from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
+from nexus_store.store.sql import (
+    INSERT_MESSAGE_SQL,
+    INSERT_TURN_SQL,
+    PARENT_BY_UID_SQL,
+    PARENT_COLUMNS,
+    SESSION_AND_LEAF_SQL,
+    SESSION_AND_PARENT_SQL,
+    TURN_COLUMNS,
+)
 from nexus_store.store.transfer import TransferMixin
 from nexus_store.store.workspace import WorkspaceMixin
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
@@ -55,40 +62,25 @@ class _ActiveLeaf:
 ACTIVE_LEAF: Any = _ActiveLeaf()
 """Parent marker: append as a child of the session's active leaf (the default)."""
 
-_SKIP = frozenset({"type", "id", "parentId"})
 _BUSY_RETRY_SECONDS = 30.0
 
 # Columns of the parent row read before an append (see PARENT_COLUMNS).
 _P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
 _P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(6, 13)
 _P_UID, _P_COMPACTION_UID = 13, 14
-PARENT_COLUMNS = (
-    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
-    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
-    "t.run_parent_id, t.kind, t.uid, pc.uid"
-)
-# The session (key, last seq) with the row of the turn a new turn goes under: the
-# active leaf, or the turn named by uid. One read per append.
-_SESSION_AND_LEAF_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
-    "left join turns t on t.id = s.active_leaf_id "
-    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
-)
-_SESSION_AND_PARENT_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
-    "left join turns t on t.session_id = s.id and t.uid = ? "
-    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
-)
-PARENT_BY_UID_SQL = (
-    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
-    "where t.session_id = ? and t.uid = ?"
-)
+
+
+_clock: list[Any] = [-1, ""]  # (second, its "YYYY-MM-DDTHH:MM:SS." prefix): strftime is slow
 
 
 def utc_now() -> str:
     """Now as ISO 8601 UTC with milliseconds, the way JavaScript's toISOString writes it."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    now = time.time()
+    second = int(now)
+    if second != _clock[0]:
+        _clock[0] = second
+        _clock[1] = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+    return f"{_clock[1]}{int((now - second) * 1000):03d}Z"
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -377,10 +369,10 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
                 )
             if explicit:
                 row = self.conn.execute(
-                    _SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
+                    SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
                 ).fetchone()
             else:
-                row = self.conn.execute(_SESSION_AND_LEAF_SQL, [session_id]).fetchone()
+                row = self.conn.execute(SESSION_AND_LEAF_SQL, [session_id]).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session with id {session_id!r}")
             session_key, last_seq = row[0], row[1]
@@ -574,27 +566,95 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
 
         The caller updates the session's ``last_seq`` (and the active leaf).
         """
-        kind = entry["type"] if isinstance(entry.get("type"), str) else "unknown"
-        skip = set(_SKIP) if isinstance(entry.get("type"), str) else {"id", "parentId"}
-        message_dicts: list[dict[str, Any]] = []
-        if kind == "message":
-            if isinstance(entry.get("message"), dict):
-                message_dicts = [entry["message"]]
-                skip.add("message")
-            elif isinstance(entry.get("messages"), list) and all(
-                isinstance(m, dict) for m in entry["messages"]
-            ):
-                message_dicts = entry["messages"]
-                skip.add("messages")
-                if len(message_dicts) == 1:
-                    # One message is an ordinary pi entry; store and return it as one.
-                    entry["message"] = entry.pop("messages")[0]
-                    skip.add("message")
-        elif kind == "custom_message" and "content" in entry:
-            message_dicts = [{"role": "custom", "content": entry["content"]}]
-            skip.add("content")
+        kind, skip, message_dicts = turn_payload(entry)
         counts = [message_tokens(self.counter, m) for m in message_dicts]
-        fields = encode_entry_fields(entry, frozenset(skip))
+        # A compaction points at itself (compaction_id), so its key is taken before the
+        # insert; the write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours.
+        key: int | None = None
+        if kind == "compaction":
+            key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
+        uid = entry.get("id")
+        generated = not isinstance(uid, str)
+        if generated and "id" in entry and native:
+            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+        values, child = self._turn_values(
+            session_key,
+            session_id,
+            parent,
+            entry,
+            kind,
+            skip,
+            message_dicts,
+            counts,
+            seq=seq,
+            key=key,
+            uid=uid if isinstance(uid, str) else "",
+            native=native,
+            patch=patch,
+        )
+        for _attempt in range(100):
+            if generated:
+                values["uid"] = secrets.token_hex(4)
+            try:
+                cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
+                break
+            except sqlite3.IntegrityError as err:
+                if "uid" not in str(err):
+                    raise
+                if not generated:
+                    raise InvalidEntry(
+                        f"a turn with id {uid!r} already exists in session {session_id!r}"
+                    ) from None
+        key = int(cursor.lastrowid or 0) if key is None else key
+        rows = message_rows(key, message_dicts, counts)
+        if rows:
+            self.conn.executemany(INSERT_MESSAGE_SQL, rows)
+        self._last_turn_key = key
+        final = dict(entry)
+        final["id"] = values["uid"]
+        final["parentId"] = None if parent is None else parent[_P_UID]
+        model_json = values["active_model_json"]
+        return Turn.model_construct(
+            id=values["uid"],
+            session_id=session_id,
+            parent_id=final["parentId"],
+            kind=kind,
+            seq=seq,
+            timestamp=values["created_utc"],
+            depth=values["depth"],
+            tokens=values["tokens"],
+            path_tokens=values["path_tokens"],
+            context_tokens=values["context_tokens"],
+            compactions=values["compaction_count"],
+            compaction_id=child[_P_COMPACTION_UID],
+            model=None if model_json is None else json.loads(model_json),
+            thinking_level=values["active_thinking_level"],
+            entry=final,
+        )
+
+    def _turn_values(
+        self,
+        session_key: int,
+        session_id: str,
+        parent: tuple[Any, ...] | None,
+        entry: dict[str, Any],
+        kind: str,
+        skip: frozenset[str],
+        message_dicts: list[dict[str, Any]],
+        counts: list[int],
+        *,
+        seq: int,
+        key: int | None,
+        uid: str,
+        native: bool,
+        patch: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        """The column values of a new turn, and its row as a parent of later turns.
+
+        Path values come from the parent; a compaction's first kept turn is resolved
+        (and, for native appends, must be an ancestor).
+        """
+        fields = encode_entry_fields(entry, skip)
         tokens = sum(counts)
         if kind in ("branch_summary", "compaction"):
             summary = entry.get("summary")
@@ -602,14 +662,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
                 tokens = message_tokens(
                     self.counter, {"role": "compactionSummary", "summary": summary}
                 )
-        # path values from the parent
         depth = 0 if parent is None else parent[_P_DEPTH] + 1
         path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
-        # A compaction points at itself (compaction_id), so its key is taken before the
-        # insert; the write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours.
-        key: int | None = None
-        if kind == "compaction":
-            key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
         if parent is not None and parent[_P_SEQ] == seq - 1:
             run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
         else:
@@ -617,26 +671,27 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
         model_json = None if parent is None else parent[_P_MODEL]
         thinking = "off" if parent is None else parent[_P_THINKING]
         if kind == "model_change":
-            model = {
-                k: entry[v]
-                for k, v in (("provider", "provider"), ("modelId", "modelId"))
-                if v in entry
-            }
-            model_json = dumps(model)
+            model_json = dumps(
+                {
+                    k: entry[v]
+                    for k, v in (("provider", "provider"), ("modelId", "modelId"))
+                    if v in entry
+                }
+            )
         elif kind == "thinking_level_change":
             level = entry.get("thinkingLevel")
             thinking = level if isinstance(level, str) else None
         for message in message_dicts:
             if message.get("role") == "assistant":
-                model = {
-                    k: message[v]
-                    for k, v in (("provider", "provider"), ("modelId", "model"))
-                    if v in message
-                }
-                model_json = dumps(model)
+                model_json = dumps(
+                    {
+                        k: message[v]
+                        for k, v in (("provider", "provider"), ("modelId", "model"))
+                        if v in message
+                    }
+                )
         first_kept_key = None
         if kind == "compaction":
-            path_tokens_after = path_tokens
             first_uid = entry.get("firstKeptEntryId")
             kept: tuple[Any, ...] | None = None
             if isinstance(first_uid, str):
@@ -658,19 +713,18 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             else:
                 context_tokens = tokens
             compaction_count = 1 + (0 if parent is None else parent[_P_COUNT])
-            path_tokens = path_tokens_after
+            compaction_key = key
         else:
             path_tokens += tokens
             context_tokens = tokens + (0 if parent is None else parent[_P_CTX_TOKENS])
             compaction_count = 0 if parent is None else parent[_P_COUNT]
-        uid = entry.get("id")
-        generated = not isinstance(uid, str)
-        if generated and "id" in entry and native:
-            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+            compaction_key = None if parent is None else parent[_P_COMPACTION]
         values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
         values.update(fields)
         values.update(
+            id=key,
             session_id=session_key,
+            uid=uid,
             parent_id=None if parent is None else parent[_P_ID],
             seq=seq,
             kind=kind,
@@ -678,10 +732,7 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             tokens=tokens,
             path_tokens=path_tokens,
             context_tokens=context_tokens,
-            id=key,
-            compaction_id=key
-            if kind == "compaction"
-            else (None if parent is None else parent[_P_COMPACTION]),
+            compaction_id=compaction_key,
             compaction_count=compaction_count,
             active_model_json=model_json,
             active_thinking_level=thinking,
@@ -690,52 +741,27 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             first_kept_turn_id=first_kept_key,
             source_patch_json=dumps(patch) if patch else None,
         )
-        for _attempt in range(100):
-            values["uid"] = secrets.token_hex(4) if generated else uid
-            try:
-                cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
-                break
-            except sqlite3.IntegrityError as err:
-                if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(
-                    err
-                ):
-                    raise
-                if not generated:
-                    raise InvalidEntry(
-                        f"a turn with id {uid!r} already exists in session {session_id!r}"
-                    ) from None
-        key = int(cursor.lastrowid or 0) if key is None else key
-        rows = []
-        for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
-            row = encode_message(message, count)
-            row["turn_id"] = key
-            row["idx"] = idx
-            rows.append(row)
-        if rows:
-            self.conn.executemany(INSERT_MESSAGE_SQL, rows)
-        self._last_turn_key = key
-        final = dict(entry)
-        final["id"] = values["uid"]
-        final["parentId"] = None if parent is None else parent[_P_UID]
-        return Turn.model_construct(
-            id=values["uid"],
-            session_id=session_id,
-            parent_id=final["parentId"],
-            kind=kind,
-            seq=seq,
-            timestamp=values["created_utc"],
-            depth=depth,
-            tokens=tokens,
-            path_tokens=path_tokens,
-            context_tokens=context_tokens,
-            compactions=compaction_count,
-            compaction_id=values["uid"]
-            if kind == "compaction"
-            else (None if parent is None else parent[_P_COMPACTION_UID]),
-            model=None if model_json is None else json.loads(model_json),
-            thinking_level=thinking,
-            entry=final,
+        compaction_uid = (
+            uid if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION_UID])
         )
+        child = (
+            key,
+            seq,
+            depth,
+            tokens,
+            path_tokens,
+            context_tokens,
+            compaction_key,
+            compaction_count,
+            model_json,
+            thinking,
+            run_start,
+            run_parent,
+            kind,
+            uid,
+            compaction_uid,
+        )
+        return values, child
 
 
 def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:

@@ -15,7 +15,11 @@ __all__ = [
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
+    "PARENT_BY_UID_SQL",
+    "PARENT_COLUMNS",
     "PATH_SQL",
+    "SESSION_AND_LEAF_SQL",
+    "SESSION_AND_PARENT_SQL",
     "SESSION_SQL",
     "TURN_COLUMNS",
     "TURN_SQL",
@@ -147,3 +151,27 @@ where t.depth >= :stop_depth
   and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)
 order by t.id = :compaction desc, t.depth, m.idx
 """
+
+# The row of a turn as a parent of new turns (its path values), with its nearest
+# compaction's public id; core.py names the positions (_P_*).
+PARENT_COLUMNS = (
+    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
+    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
+    "t.run_parent_id, t.kind, t.uid, pc.uid"
+)
+# The session (key, last seq) with the row of the turn a new turn goes under: the
+# active leaf, or the turn named by uid. One read per append.
+SESSION_AND_LEAF_SQL = (
+    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.id = s.active_leaf_id "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+SESSION_AND_PARENT_SQL = (
+    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.session_id = s.id and t.uid = ? "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+PARENT_BY_UID_SQL = (
+    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
+    "where t.session_id = ? and t.uid = ?"
+)
