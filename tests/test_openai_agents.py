@@ -297,6 +297,21 @@ class TestPopAndClear:
         assert items[0]["role"] == "user" and "Asked about Paris weather." in items[0]["content"]
         assert items[1:] == [USER_TYPED]
 
+    def test_store_compact_on_sdk_items(self, session: NexusSession) -> None:
+        items = []
+        for i in range(6):
+            items.append({"role": "user", "content": f"step {i}: port module {i} to rust " * 6})
+            items.append({**CALL, "call_id": f"call_{i}", "arguments": f'{{"city":"c{i}"}}'})
+            items.append({**OUTPUT, "call_id": f"call_{i}", "output": f"weather {i} " * 10})
+        run(session.add_items(items))
+        result = session.store.compact("conv-1", summarizer="extractive", keep_recent_tokens=80)
+        assert result.turn is not None
+        after = run(session.get_items())
+        assert after[0]["role"] == "user" and "<summary>" in after[0]["content"]
+        kept = after[1:]
+        assert kept == items[-len(kept) :]  # the kept tail comes back exactly
+        assert kept[0].get("type") != "function_call_output"  # a call is never cut from its output
+
 
 # -- a full Runner.run with a scripted model, no network ------------------------------
 
