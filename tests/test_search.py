@@ -113,6 +113,19 @@ class TestFilters:
         hits = store.search("walrus", session=b)
         assert [h.session_id for h in hits] == [b]
 
+    def test_session_with_interleaved_writes(self, store: Store) -> None:
+        # Session filters bound the FTS rowid range; rows of sessions written in turns
+        # interleave inside that range and must still be told apart.
+        a, b, empty = (store.create_session(id=x).id for x in ("ia", "ib", "ie"))
+        for i in range(5):
+            store.append_message(a, user(f"kiwi from a {i}"))
+            store.append_message(b, user(f"kiwi from b {i}"))
+        store.append_compaction(a, "kiwi summary a", store.path(a)[0].id, 5)
+        hits = store.search("kiwi", session=a, limit=100)
+        assert {h.session_id for h in hits} == {a} and len(hits) == 6
+        assert len(store.search("kiwi", session=b, limit=100)) == 5
+        assert store.search("kiwi", session=empty) == []
+
     def test_unknown_session(self, store: Store) -> None:
         with pytest.raises(SessionNotFound):
             store.search("x", session="nope")

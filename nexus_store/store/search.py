@@ -33,6 +33,7 @@ join messages m on m.id = messages_fts.rowid
 join turns t on t.id = m.turn_id
 join sessions s on s.id = t.session_id
 where messages_fts match :query
+  and messages_fts.rowid between :lo and :hi
   and (:session is null or t.session_id = :session)
   and (:role is null or m.role = :role)
   and (:tool is null or m.tool_name = :tool)
@@ -50,11 +51,24 @@ from summaries_fts
 join turns t on t.id = summaries_fts.rowid
 join sessions s on s.id = t.session_id
 where summaries_fts match :query
+  and summaries_fts.rowid between :lo and :hi
   and (:session is null or t.session_id = :session)
   and (:kind is null or t.kind = :kind)
 order by summaries_fts.rank
 limit :limit
 """
+
+# The smallest and largest key of a session's messages, and of its turns. A session's
+# rows are mostly one contiguous key range (one writer at a time), so bounding the FTS
+# rowid lets FTS5 rank only that range: a search in one session of a large database
+# costs what that session holds, not what the database holds.
+SESSION_MESSAGE_BOUNDS_SQL = """
+select min(m.id), max(m.id)
+from turns t join messages m on m.turn_id = t.id
+where t.session_id = ?
+"""
+SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
+_ALL_ROWIDS = (-(2**63), 2**63 - 1)
 
 _SYNTAX_HINT = (
     'FTS5 syntax: words (all must match), "a phrase", OR, NOT, prefix*, NEAR(a b); '
@@ -181,8 +195,12 @@ class SearchMixin:
             "tokens": snippet_tokens,
             "limit": limit,
         }
+        bounds = _ALL_ROWIDS
+        if session_key is not None:
+            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [session_key]).fetchone()
         hits: list[SearchHit] = []
-        for row in self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "role": role, "tool": tool}):
+        message_params = {**params, "role": role, "tool": tool, "lo": bounds[0], "hi": bounds[1]}
+        for row in self._fts_rows(SEARCH_MESSAGES_SQL, message_params):
             hits.append(
                 SearchHit(
                     session_id=row[0],
@@ -198,7 +216,11 @@ class SearchMixin:
         summary_kinds = {v: k for k, v in SUMMARY_ROLES.items()}
         if tool is None and (role is None or role in summary_kinds):
             kind = None if role is None else summary_kinds[role]
-            for row in self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "kind": kind}):
+            bounds = _ALL_ROWIDS
+            if session_key is not None:
+                bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [session_key]).fetchone()
+            summary_params = {**params, "kind": kind, "lo": bounds[0], "hi": bounds[1]}
+            for row in self._fts_rows(SEARCH_SUMMARIES_SQL, summary_params):
                 hits.append(
                     SearchHit(
                         session_id=row[0],
