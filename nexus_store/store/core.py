@@ -328,6 +328,28 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
                 raise InvalidEntry(f"a session with id {uid!r} already exists") from None
         return self.get_session(uid)
 
+    def delete_session_if_empty(self, session_id: str) -> bool:
+        """Remove a session that has no turns (a sub-agent spawn that never started).
+
+        Returns:
+            True if it was removed; False if it has turns (then nothing changes).
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+        """
+        with self.atomic():
+            key = self._session_key(session_id)
+            if self.conn.execute(
+                "select 1 from turns where session_id = ? limit 1", [key]
+            ).fetchone():
+                return False
+            if self.conn.execute(
+                "select 1 from sessions where parent_session_id = ? limit 1", [key]
+            ).fetchone():
+                return False
+            self.conn.execute("delete from sessions where id = ?", [key])
+        return True
+
     def set_title(self, session_id: str, title: str | None) -> Session:
         """Set a session's display name (stored on the session, not as a turn)."""
         with self.atomic():
@@ -375,17 +397,21 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
                 row = self.conn.execute(SESSION_AND_LEAF_SQL, [session_id]).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session with id {session_id!r}")
-            session_key, last_seq = row[0], row[1]
-            parent = None if row[2] is None or ("parentId" in entry and not explicit) else row[2:]
+            session_key, last_seq, fork_key = row[0], row[1], row[2]
+            parent = None if row[3] is None or ("parentId" in entry and not explicit) else row[3:]
             if explicit and parent is None:
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
                 )
+            fork = None
+            if parent is None and fork_key is not None:
+                # A root of a forked session continues the parent session's path.
+                fork = self._parent_row(fork_key)
             now = utc_now()
             if "timestamp" not in entry:
                 entry["timestamp"] = now
             turn = self._insert_turn(
-                session_key, session_id, parent, entry, native=True, seq=last_seq + 1
+                session_key, session_id, parent, entry, native=True, seq=last_seq + 1, fork=fork
             )
             self.conn.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
@@ -561,8 +587,12 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
         native: bool,
         seq: int,
         patch: Mapping[str, Any] | None = None,
+        fork: tuple[Any, ...] | None = None,
     ) -> Turn:
         """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
+
+        ``fork``: for a root of a forked session, the parent session's fork turn, from
+        which the root takes its path values (it stays a root of its own session).
 
         The caller updates the session's ``last_seq`` (and the active leaf).
         """
@@ -591,6 +621,7 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             uid=uid if isinstance(uid, str) else "",
             native=native,
             patch=patch,
+            fork=fork,
         )
         for _attempt in range(100):
             if generated:
@@ -648,12 +679,16 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
         uid: str,
         native: bool,
         patch: Mapping[str, Any] | None,
+        fork: tuple[Any, ...] | None = None,
     ) -> tuple[dict[str, Any], tuple[Any, ...]]:
         """The column values of a new turn, and its row as a parent of later turns.
 
         Path values come from the parent; a compaction's first kept turn is resolved
         (and, for native appends, must be an ancestor).
         """
+        link = parent  # the parent_id link; path values may come from a fork turn instead
+        if parent is None and fork is not None:
+            parent = fork
         fields = encode_entry_fields(entry, skip)
         tokens = sum(counts)
         if kind in ("branch_summary", "compaction"):
@@ -664,7 +699,7 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
                 )
         depth = 0 if parent is None else parent[_P_DEPTH] + 1
         path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
-        if parent is not None and parent[_P_SEQ] == seq - 1:
+        if link is not None and parent is not None and parent[_P_SEQ] == seq - 1:
             run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
         else:
             run_start, run_parent = seq, None if parent is None else parent[_P_ID]
@@ -725,7 +760,7 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             id=key,
             session_id=session_key,
             uid=uid,
-            parent_id=None if parent is None else parent[_P_ID],
+            parent_id=None if link is None else link[_P_ID],
             seq=seq,
             kind=kind,
             depth=depth,

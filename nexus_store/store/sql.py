@@ -129,12 +129,14 @@ order by t.depth
 # of the latest compaction (:stop_depth is that turn's depth; the compaction's own
 # depth when it keeps nothing before it; 0 without a compaction), the turns of those
 # runs that can produce a message, and their messages. The latest compaction
-# (:compaction) sorts first: it becomes the compactionSummary message.
+# (:compaction) sorts first: it becomes the compactionSummary message. A forked
+# session's roots continue (run_parent_id) at the fork turn of the parent session, so
+# the walk follows the fork without the parent's turns being copied.
 CONTEXT_SQL = """
-with recursive seg(start_seq, end_seq, end_depth, jump) as (
-    select run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
+with recursive seg(session, start_seq, end_seq, end_depth, jump) as (
+    select session_id, run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
     union all
-    select p.run_start_seq, p.seq, p.depth, p.run_parent_id
+    select p.session_id, p.run_start_seq, p.seq, p.depth, p.run_parent_id
     from seg join turns p on p.id = seg.jump
     where seg.end_depth - (seg.end_seq - seg.start_seq) > :stop_depth
 )
@@ -144,7 +146,7 @@ select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_ui
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
        m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 from seg
-join turns t on t.session_id = :session
+join turns t on t.session_id = seg.session
   and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
 left join messages m on m.turn_id = t.id
 where t.depth >= :stop_depth
@@ -162,12 +164,12 @@ PARENT_COLUMNS = (
 # The session (key, last seq) with the row of the turn a new turn goes under: the
 # active leaf, or the turn named by uid. One read per append.
 SESSION_AND_LEAF_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    f"select s.id, s.last_seq, s.fork_turn_id, {PARENT_COLUMNS} from sessions s "
     "left join turns t on t.id = s.active_leaf_id "
     "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
 )
 SESSION_AND_PARENT_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    f"select s.id, s.last_seq, s.fork_turn_id, {PARENT_COLUMNS} from sessions s "
     "left join turns t on t.session_id = s.id and t.uid = ? "
     "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
 )
