@@ -32,6 +32,7 @@ __all__ = [
     "TAIL_RATIO",
     "TRUNCATION_MARKER",
     "WorkspaceFile",
+    "load_bootstrap_files",
     "load_workspace",
     "make_workspace_file",
     "sha256_text",
@@ -190,6 +191,10 @@ def load_workspace(
         text = target.read_bytes().decode("utf-8", errors="replace")
         loaded.append(make_workspace_file(label, text, max_chars=max_chars))
     return loaded
+
+
+load_bootstrap_files = load_workspace
+"""Alias of `load_workspace` (OpenClaw's name; `nexus_store.engine` calls it this)."""
 
 
 def system_prompt_addition(files: Sequence[WorkspaceFile]) -> str:

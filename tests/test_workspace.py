@@ -201,3 +201,22 @@ class TestRecording:
         assert isinstance(file, WorkspaceFile)
         assert file.truncated and file.original_length == 20_001
         assert "[... content truncated ...]" in system_prompt_addition(store.workspace(s))
+
+
+class TestEngine:
+    def test_assemble_offers_the_workspace_and_records_it(
+        self, store: Store, tmp_path: Path
+    ) -> None:
+        engine_module = pytest.importorskip("nexus_store.engine")
+        (tmp_path / "AGENTS.md").write_text("Always run the tests.", encoding="utf-8")
+        (tmp_path / "SOUL.md").write_text("s" * 20_001, encoding="utf-8")
+        engine = engine_module.ContextEngine(store, workspace_dir=tmp_path)
+        sid = engine.bootstrap()
+        engine.ingest(sid, {"role": "user", "content": "hi", "timestamp": 0})
+        result = engine.assemble(sid)
+        assert result.system_prompt_addition == system_prompt_addition(load_workspace(tmp_path))
+        assert "## AGENTS.md\n\nAlways run the tests." in result.system_prompt_addition
+        assert [f.path for f in store.workspace(sid)] == ["AGENTS.md", "SOUL.md"]
+        assert store.workspace(sid)[1].truncated
+        engine.assemble(sid)  # the same files again: no new load
+        assert [n for n, _ in store.iter_workspace_loads(sid)] == [1]
