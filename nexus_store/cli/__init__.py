@@ -15,6 +15,7 @@ from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
+from nexus_store.cli.search import search
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -44,5 +45,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (import_, export, sessions, tree, context, compact, navigate, sql):
+for command in (import_, export, sessions, tree, context, compact, navigate, sql, search):
     cli.add_command(command)

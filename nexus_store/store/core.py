@@ -37,6 +37,7 @@ from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.reading import ReadingMixin
+from nexus_store.store.search import SearchMixin
 from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
     INSERT_TURN_SQL,
@@ -47,6 +48,7 @@ from nexus_store.store.sql import (
     TURN_COLUMNS,
 )
 from nexus_store.store.transfer import TransferMixin
+from nexus_store.store.workspace import WorkspaceMixin
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
 
 __all__ = ["ACTIVE_LEAF", "Store"]
@@ -86,7 +88,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
+class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMixin, WorkspaceMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
