@@ -36,6 +36,7 @@ from nexus_store.models import Session, Turn
 from nexus_store.rows import dumps, encode_entry_fields, encode_message
 from nexus_store.store import connection
 from nexus_store.store.ingest import IngestMixin
+from nexus_store.store.maintenance import MaintenanceMixin
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
@@ -76,7 +77,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin):
+class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
