@@ -13,6 +13,7 @@ import click
 from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
 from nexus_store.cli.context import context
+from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 
 __all__ = ["cli"]
@@ -41,5 +42,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (sessions, tree, context, sql):
+for command in (sessions, tree, context, sql, doctor, gc):
     cli.add_command(command)
