@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from nexus_store import NexusError, SessionNotFound, Store
@@ -280,6 +280,13 @@ def _build(store: Store, ops: list[tuple[str, int, int]]) -> str:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, dead=st.one_of(st.none(), st.integers(0, 300)),
        compacted=st.one_of(st.none(), st.integers(0, 300)), keep=st.integers(0, 10_000))
+@example(  # a young turn keeps a dead subtree whose old label leaf labels it (found by hypothesis)
+    ops=[("msg", 0, 0)] * 5 + [("msg", 0, 365), ("label", 0, 1), ("msg", 189, 0)]
+    + [("msg", 0, 0)] * 4,
+    dead=1,
+    compacted=None,
+    keep=0,
+)
 def test_gc_keeps_every_remaining_leaf_context(
     ops: list[tuple[str, int, int]], dead: int | None, compacted: int | None, keep: int
 ) -> None:

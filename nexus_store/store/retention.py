@@ -377,21 +377,29 @@ class RetentionMixin:
         live: set[int] = set()
         for anchor in self._anchors(session_key, keep):
             live.update(self._path_keys(session_key, anchor))
+        labels = {k: target for k, _p, kind, _c, target in tree if kind == "label" and target}
         while True:
-            dead_uids = {uid_of[k] for k, *_ in tree if k not in live}
-            # A label turn off the live paths that labels a remaining turn keeps its
-            # path, so that labels() stays the same.
-            pinned = [
-                k
-                for k, _p, kind, _c, target in tree
-                if k not in live and kind == "label" and target and target not in dead_uids
-            ]
+            doomed = self._old_subtrees(tree, live, cutoff)
+            # A label turn that labels a remaining turn stays, with its path, so that
+            # labels() stays the same.
+            gone = {uid_of[k] for k in doomed}
+            pinned = [k for k in doomed if k in labels and labels[k] not in gone]
             if not pinned:
                 break
             for key in pinned:
                 live.update(self._path_keys(session_key, key))
-        # The newest time in each dead subtree (children come after parents in seq order);
-        # a turn without a readable time counts as new.
+        self._doom(doomed)
+        return len(doomed)
+
+    @staticmethod
+    def _old_subtrees(
+        tree: Sequence[tuple[int, int | None, str, str | None, str | None]],
+        live: set[int],
+        cutoff: datetime,
+    ) -> list[int]:
+        """Turns off the live paths whose whole subtree is older than ``cutoff``."""
+        # The newest time in each dead subtree (children come after parents in seq
+        # order); a turn without a readable time counts as new.
         newest: dict[int, datetime] = {}
         for key, parent, _kind, created, _target in reversed(tree):
             if key in live:
@@ -400,9 +408,7 @@ class RetentionMixin:
             newest[key] = mine
             if parent is not None and parent not in live:
                 newest[parent] = max(newest.get(parent, _FAR_PAST), mine)
-        doomed = [k for k, when in newest.items() if when < cutoff]
-        self._doom(doomed)
-        return len(doomed)
+        return [k for k, when in newest.items() if when < cutoff]
 
     def _needed(self, session_key: int, keep: set[str]) -> set[int]:
         """Turns that some remaining leaf's (or anchor's) context uses."""
