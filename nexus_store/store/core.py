@@ -72,6 +72,17 @@ def utc_now() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
+def _unstorable(value: object) -> bool:
+    """Whether a text value cannot reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _is_busy(err: sqlite3.OperationalError) -> bool:
     text = str(err).lower()
     return "locked" in text or "busy" in text
@@ -290,6 +301,9 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
             SessionNotFound: If the parent session does not exist.
             TurnNotFound: If the fork turn is not in the parent session.
         """
+        for name, value in (("id", id), ("cwd", cwd), ("title", title), ("created_utc", created_utc)):
+            if _unstorable(value):
+                raise InvalidEntry(f"create_session {name} {value!r} is not valid UTF-8 text")
         uid = id if id is not None else str(uuid.uuid4())
         now = created_utc or utc_now()
         with self.atomic():
@@ -312,6 +326,8 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
 
     def set_title(self, session_id: str, title: str | None) -> Session:
         """Set a session's display name (stored on the session, not as a turn)."""
+        if _unstorable(title):
+            raise InvalidEntry(f"title {title!r} is not valid UTF-8 text")
         with self.atomic():
             key = self._session_key(session_id)
             self.conn.execute("update sessions set title = ? where id = ?", [title, key])
@@ -459,6 +475,8 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
     # -- internals shared with importers -------------------------------------------------
 
     def _session_row(self, session_id: str) -> tuple[int, int | None]:
+        if _unstorable(session_id):
+            raise SessionNotFound(f"no session with id {session_id!r} (not valid UTF-8)")
         row = self.conn.execute(
             "select id, active_leaf_id from sessions where uid = ?", [session_id]
         ).fetchone()
@@ -470,6 +488,8 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
         return self._session_row(session_id)[0]
 
     def _turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
+        if _unstorable(turn_id):
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
         row = self.conn.execute(
             "select id from turns where session_id = ? and uid = ?", [session_key, turn_id]
         ).fetchone()
@@ -486,6 +506,8 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
     def _parent_by_uid(self, session_key: int, session_id: str, uid: Any) -> tuple[Any, ...]:
         if not isinstance(uid, str):
             raise InvalidEntry(f"parentId must be a turn id (a string) or None, not {uid!r}")
+        if _unstorable(uid):
+            raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
         row: tuple[Any, ...] | None = self.conn.execute(
             f"select {_PARENT_COLUMNS} from turns where session_id = ? and uid = ?",
             [session_key, uid],
@@ -678,6 +700,16 @@ def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
 
 
 def _validate_native(entry: dict[str, Any]) -> None:
+    for key, value in entry.items():
+        # Entries are JSON: refuse what JSON cannot hold here, not as a TypeError later.
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError, RecursionError) as err:
+            raise InvalidEntry(f"entry field {key!r} is not JSON: {err}") from None
+        if not isinstance(key, str) or _unstorable(key):
+            raise InvalidEntry(f"entry keys must be text, not {key!r}")
+    if _unstorable(entry.get("id")):
+        raise InvalidEntry(f"entry id {entry['id']!r} is not valid UTF-8 text")
     kind = entry.get("type")
     if not isinstance(kind, str) or not kind:
         raise InvalidEntry(f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}")
