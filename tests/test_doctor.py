@@ -86,7 +86,7 @@ def test_wrong_path_value_is_found_and_recomputed(
 
 
 def test_missing_active_leaf_moves_to_latest_turn(store_path: Path) -> None:
-    sid, ids = _populated(store_path)
+    sid, _ids = _populated(store_path)
     conn = raw(store_path)  # foreign keys are off on a plain connection
     conn.execute("update sessions set active_leaf_id = 9999 where uid = ?", [sid])
     conn.close()
@@ -104,7 +104,7 @@ def test_missing_active_leaf_moves_to_latest_turn(store_path: Path) -> None:
 
 
 def test_active_leaf_of_another_session(store_path: Path) -> None:
-    sid, ids = _populated(store_path)
+    sid, _ids = _populated(store_path)
     with Store(store_path) as store:
         other = store.create_session()
         theirs = store.append_entry(other.id, msg("theirs")).id
@@ -121,10 +121,11 @@ def test_active_leaf_of_another_session(store_path: Path) -> None:
 
 
 def test_token_count_mismatch_is_reported_not_fixed(store_path: Path) -> None:
-    sid, ids = _populated(store_path)
+    _sid, ids = _populated(store_path)
     conn = raw(store_path)
     conn.execute(
-        "update messages set tokens = tokens + 3 where turn_id = (select id from turns where uid = ?)",
+        "update messages set tokens = tokens + 3 "
+        "where turn_id = (select id from turns where uid = ?)",
         [ids[1]],
     )
     conn.close()
@@ -135,7 +136,7 @@ def test_token_count_mismatch_is_reported_not_fixed(store_path: Path) -> None:
 
 
 def test_dangling_parent_is_a_foreign_key_finding(store_path: Path) -> None:
-    sid, ids = _populated(store_path)
+    _sid, ids = _populated(store_path)
     conn = raw(store_path)
     conn.execute("update turns set parent_id = 4242 where uid = ?", [ids[2]])
     conn.close()
@@ -170,7 +171,7 @@ def test_files_readable_by_others(store_path: Path) -> None:
 
 
 def test_corrupt_index_fails_integrity_check(store_path: Path) -> None:
-    sid, ids = _populated(store_path)
+    sid, _ids = _populated(store_path)
     with Store(store_path) as store:
         for i in range(300):
             store.append_entry(sid, msg(f"filler {i}"))
@@ -198,7 +199,7 @@ class TestCli:
     def test_problem_exits_1_and_fix_says_what_it_did(
         self, runner: CliRunner, store_path: Path
     ) -> None:
-        sid, ids = _populated(store_path)
+        _sid, ids = _populated(store_path)
         conn = raw(store_path)
         conn.execute("update turns set depth = 0 where uid = ?", [ids[3]])
         conn.close()

@@ -27,8 +27,13 @@ def _branchy(store: Store) -> tuple[str, list[str], list[str]]:
     b = [store.append_entry(s.id, msg(f"b{i}", 3 + i)).id for i in range(3)]
     summary = store.append_entry(
         s.id,
-        {"type": "branch_summary", "parentId": a[2], "fromId": a[2], "summary": "tried b",
-         "timestamp": stamp(7)},
+        {
+            "type": "branch_summary",
+            "parentId": a[2],
+            "fromId": a[2],
+            "summary": "tried b",
+            "timestamp": stamp(7),
+        },
     )
     a += [summary.id] + [store.append_entry(s.id, msg(f"a{i}", 8 + i)).id for i in range(3, 6)]
     return s.id, a, b
@@ -50,7 +55,7 @@ class TestDeadBranches:
             assert store.doctor().ok
 
     def test_young_dead_branch_stays(self, store: Store) -> None:
-        sid, a, b = _branchy(store)
+        sid, _a, b = _branchy(store)
         # the dead branch's newest turn is day 5: 361 days before NOW
         report = store.gc(sid, dead_branches_older_than=362, now=NOW)
         assert report.dead_branch_turns == 0
@@ -70,14 +75,14 @@ class TestDeadBranches:
         assert store.gc(sid, dead_branches_older_than=30, now=NOW).dead_branch_turns == 0
 
     def test_kept_turn_keeps_its_path(self, store: Store) -> None:
-        sid, a, b = _branchy(store)
+        sid, _a, b = _branchy(store)
         before = store.context(sid, b[2]).model_dump()
         report = store.gc(sid, dead_branches_older_than=30, keep=[b[2]], now=NOW)
         assert report.dead_branch_turns == 0
         assert store.context(sid, b[2]).model_dump() == before
 
     def test_fork_point_of_another_session_stays(self, store: Store) -> None:
-        sid, a, b = _branchy(store)
+        sid, _a, b = _branchy(store)
         store.create_session(parent_session=sid, fork_turn=b[1])
         report = store.gc(sid, dead_branches_older_than=30, now=NOW)
         assert report.dead_branch_turns == 1  # b2 only: b0, b1 lead to the fork point
@@ -86,8 +91,14 @@ class TestDeadBranches:
     def test_label_on_a_dead_branch_that_labels_a_live_turn_stays(self, store: Store) -> None:
         sid, a, b = _branchy(store)
         store.append_entry(
-            sid, {"type": "label", "targetId": a[0], "label": "start", "parentId": b[2],
-                  "timestamp": stamp(6)}
+            sid,
+            {
+                "type": "label",
+                "targetId": a[0],
+                "label": "start",
+                "parentId": b[2],
+                "timestamp": stamp(6),
+            },
         )
         store.navigate(sid, a[-1])
         labels = store.labels(sid)
@@ -144,14 +155,14 @@ class TestCompacted:
         assert store.doctor().ok
 
     def test_a_branch_that_needs_old_turns_keeps_them(self, store: Store) -> None:
-        sid, a, _comp = _compacted(store)
+        sid, _a, _comp = _compacted(store)
         before = all_contexts(store, sid)
         report = store.gc(sid, compacted_older_than=30, now=NOW)
         assert report.compacted_turns == 0  # the side leaf's context uses a0..a7
         assert all_contexts(store, sid) == before
 
     def test_dead_branch_then_compacted(self, store: Store) -> None:
-        sid, a, comp = _compacted(store)
+        sid, _a, _comp = _compacted(store)
         before = all_contexts(store, sid)
         active = store.get_session(sid).active_leaf
         assert active is not None
@@ -190,8 +201,9 @@ class TestSessions:
             child = store.create_session(parent_session=parent.id)
             raw_conn = raw(store_path)
             raw_conn.execute("update sessions set updated_utc = ?", [stamp(0)])
-            raw_conn.execute("update sessions set updated_utc = ? where uid = ?",
-                             [stamp(400), child.id])
+            raw_conn.execute(
+                "update sessions set updated_utc = ? where uid = ?", [stamp(400), child.id]
+            )
             raw_conn.close()
             size = store.gc(all_sessions=True, sessions_older_than=30, now=NOW, dry_run=True)
             assert size.sessions_removed == [old.id]
@@ -230,7 +242,9 @@ class TestCli:
         assert "vacuumed" in result.output
 
     @pytest.mark.parametrize("argv", [[], ["x", "--all"], ["--all", "--sessions-older-than", "-1"]])
-    def test_usage_errors_exit_2(self, runner: CliRunner, store_path: Path, argv: list[str]) -> None:
+    def test_usage_errors_exit_2(
+        self, runner: CliRunner, store_path: Path, argv: list[str]
+    ) -> None:
         Store(store_path).close()
         result = runner.invoke(cli, ["--db", str(store_path), "gc", *argv])
         assert result.exit_code == 2, result.output
@@ -244,8 +258,11 @@ class TestCli:
 # -- random trees -------------------------------------------------------------------
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["msg"] * 6 + ["compact"] * 2 + ["summary", "label", "nav"]),
-              st.integers(0, 10_000), st.integers(0, 365)),
+    st.tuples(
+        st.sampled_from(["msg"] * 6 + ["compact"] * 2 + ["summary", "label", "nav"]),
+        st.integers(0, 10_000),
+        st.integers(0, 365),
+    ),
     min_size=12,
     max_size=60,
 )
@@ -262,26 +279,52 @@ def _build(store: Store, ops: list[tuple[str, int, int]]) -> str:
         elif op == "compact" and parent is not None:
             path = [t.id for t in store.path(s.id, parent)]
             first = path[len(path) - 1 - (pick // 10) % min(len(path), 5)]  # near the leaf
-            ids.append(store.append_compaction(s.id, f"sum{day}", first, 10,
-                                               parent_id=parent, timestamp=stamp(day)).id)
+            ids.append(
+                store.append_compaction(
+                    s.id, f"sum{day}", first, 10, parent_id=parent, timestamp=stamp(day)
+                ).id
+            )
         elif op == "summary" and parent is not None:
-            ids.append(store.append_entry(s.id, {"type": "branch_summary", "parentId": parent,
-                                                 "fromId": parent, "summary": f"s{day}",
-                                                 "timestamp": stamp(day)}).id)
+            ids.append(
+                store.append_entry(
+                    s.id,
+                    {
+                        "type": "branch_summary",
+                        "parentId": parent,
+                        "fromId": parent,
+                        "summary": f"s{day}",
+                        "timestamp": stamp(day),
+                    },
+                ).id
+            )
         elif op == "label" and parent is not None:
-            ids.append(store.append_entry(s.id, {"type": "label", "targetId": ids[day % len(ids)],
-                                                 "label": f"l{day}", "parentId": parent,
-                                                 "timestamp": stamp(day)}).id)
+            ids.append(
+                store.append_entry(
+                    s.id,
+                    {
+                        "type": "label",
+                        "targetId": ids[day % len(ids)],
+                        "label": f"l{day}",
+                        "parentId": parent,
+                        "timestamp": stamp(day),
+                    },
+                ).id
+            )
         else:
             ids.append(store.append_entry(s.id, msg(f"m{day}", day, parentId=parent)).id)
     return s.id
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=OPS, dead=st.one_of(st.none(), st.integers(0, 300)),
-       compacted=st.one_of(st.none(), st.integers(0, 300)), keep=st.integers(0, 10_000))
+@given(
+    ops=OPS,
+    dead=st.one_of(st.none(), st.integers(0, 300)),
+    compacted=st.one_of(st.none(), st.integers(0, 300)),
+    keep=st.integers(0, 10_000),
+)
 @example(  # a young turn keeps a dead subtree whose old label leaf labels it (found by hypothesis)
-    ops=[("msg", 0, 0)] * 5 + [("msg", 0, 365), ("label", 0, 1), ("msg", 189, 0)]
+    ops=[("msg", 0, 0)] * 5
+    + [("msg", 0, 365), ("label", 0, 1), ("msg", 189, 0)]
     + [("msg", 0, 0)] * 4,
     dead=1,
     compacted=None,
@@ -298,17 +341,24 @@ def test_gc_keeps_every_remaining_leaf_context(
         for k in kept:
             before[k] = store.context(sid, k).model_dump()
         labels = store.labels(sid)
-        report = store.gc(sid, dead_branches_older_than=dead, compacted_older_than=compacted,
-                          keep=kept, now=NOW)
-        event(f"dead>0={report.dead_branch_turns > 0} compacted>0={report.compacted_turns > 0} "
-              f"rerooted={bool(report.reparented)}")
-        after = {i: store.context(sid, i).model_dump() for i in before
-                 if store.find_turn(sid, i) is not None}
+        report = store.gc(
+            sid, dead_branches_older_than=dead, compacted_older_than=compacted, keep=kept, now=NOW
+        )
+        event(
+            f"dead>0={report.dead_branch_turns > 0} compacted>0={report.compacted_turns > 0} "
+            f"rerooted={bool(report.reparented)}"
+        )
+        after = {
+            i: store.context(sid, i).model_dump()
+            for i in before
+            if store.find_turn(sid, i) is not None
+        }
         assert after == {i: before[i] for i in after}
         active = store.get_session(sid).active_leaf
         assert active is None or active in after
         for k in kept:
             assert k in after
+
         # labels of every remaining turn stay (a label of a removed turn may linger)
         def alive(found: dict[str, str]) -> dict[str, str]:
             return {k: v for k, v in found.items() if store.find_turn(sid, k) is not None}

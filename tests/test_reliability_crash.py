@@ -27,8 +27,15 @@ RUNS = int(os.environ.get("NEXUS_CRASH_RUNS", "12"))
 
 def _kill_at_random(db: Path, mode: str, log: Path, rng: random.Random) -> list[dict[str, Any]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.workers.crash_worker", str(db), mode, str(log),
-         str(rng.random())],
+        [
+            sys.executable,
+            "-m",
+            "tests.workers.crash_worker",
+            str(db),
+            mode,
+            str(log),
+            str(rng.random()),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

@@ -24,7 +24,9 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(Healt
 TEXT = st.text(max_size=12)
 ODD_TEXT = st.one_of(
     TEXT,
-    st.sampled_from(["", " ", "\x00", "'; drop table turns; --", "%", "_", "\\", "\ud800", "é" * 3]),
+    st.sampled_from(
+        ["", " ", "\x00", "'; drop table turns; --", "%", "_", "\\", "\ud800", "é" * 3]
+    ),
 )
 SCALARS = st.one_of(
     st.none(),
@@ -45,13 +47,45 @@ VALUES = st.recursive(
     max_leaves=8,
 )
 KEYS = st.sampled_from(
-    ["type", "id", "parentId", "message", "messages", "summary", "firstKeptEntryId",
-     "tokensBefore", "targetId", "label", "content", "customType", "data", "details",
-     "timestamp", "fromId", "provider", "modelId", "thinkingLevel", "display", "name"]
+    [
+        "type",
+        "id",
+        "parentId",
+        "message",
+        "messages",
+        "summary",
+        "firstKeptEntryId",
+        "tokensBefore",
+        "targetId",
+        "label",
+        "content",
+        "customType",
+        "data",
+        "details",
+        "timestamp",
+        "fromId",
+        "provider",
+        "modelId",
+        "thinkingLevel",
+        "display",
+        "name",
+    ]
 )
 KINDS = st.sampled_from(
-    ["message", "custom_message", "custom", "compaction", "branch_summary", "model_change",
-     "thinking_level_change", "label", "session_info", "session", "mystery", ""]
+    [
+        "message",
+        "custom_message",
+        "custom",
+        "compaction",
+        "branch_summary",
+        "model_change",
+        "thinking_level_change",
+        "label",
+        "session_info",
+        "session",
+        "mystery",
+        "",
+    ]
 )
 MESSAGES = st.fixed_dictionaries(
     {"role": st.one_of(st.sampled_from(["user", "assistant", "toolResult"]), VALUES)},
@@ -143,7 +177,11 @@ def test_reads_and_navigate_with_random_ids(session: str, turn: str) -> None:
     created=st.one_of(st.none(), ODD_TEXT),
 )
 def test_create_session_with_random_arguments(
-    id: str | None, cwd: str | None, title: str | None, parent: str | None, fork: str | None,
+    id: str | None,
+    cwd: str | None,
+    title: str | None,
+    parent: str | None,
+    fork: str | None,
     created: str | None,
 ) -> None:
     store, _sid, _ids = _seeded()
@@ -151,7 +189,11 @@ def test_create_session_with_random_arguments(
         before = _snapshot(store)
         try:
             session = store.create_session(
-                id=id, cwd=cwd, title=title, parent_session=parent, fork_turn=fork,
+                id=id,
+                cwd=cwd,
+                title=title,
+                parent_session=parent,
+                fork_turn=fork,
                 created_utc=created,
             )
         except NexusError as err:
@@ -164,27 +206,71 @@ def test_create_session_with_random_arguments(
 # -- the command line ----------------------------------------------------------------
 
 COMMANDS = [
-    ["sessions"], ["tree"], ["context", "show"], ["context", "status"], ["sql"], ["doctor"],
-    ["gc"], ["nope"], [],
+    ["sessions"],
+    ["tree"],
+    ["context", "show"],
+    ["context", "status"],
+    ["sql"],
+    ["doctor"],
+    ["gc"],
+    ["nope"],
+    [],
 ]
 OPTIONS = st.sampled_from(
-    ["--json", "--limit", "--leaf", "--window", "--render", "--thinking", "--width", "-p",
-     "--fix", "--wal-limit", "--all", "--dry-run", "--dead-branches-older-than",
-     "--compacted-older-than", "--sessions-older-than", "--keep", "--no-vacuum", "--csv",
-     "--nl", "-h", "--bogus"]
+    [
+        "--json",
+        "--limit",
+        "--leaf",
+        "--window",
+        "--render",
+        "--thinking",
+        "--width",
+        "-p",
+        "--fix",
+        "--wal-limit",
+        "--all",
+        "--dry-run",
+        "--dead-branches-older-than",
+        "--compacted-older-than",
+        "--sessions-older-than",
+        "--keep",
+        "--no-vacuum",
+        "--csv",
+        "--nl",
+        "-h",
+        "--bogus",
+    ]
 )
 VALUES_ARGV = st.one_of(
-    st.sampled_from(["s1", "latest", "0", "-1", "1e9", "nan", "inf", "openai", "x" * 50,
-                     "select 1", "delete from turns", "", "--", "%"]),
+    st.sampled_from(
+        [
+            "s1",
+            "latest",
+            "0",
+            "-1",
+            "1e9",
+            "nan",
+            "inf",
+            "openai",
+            "x" * 50,
+            "select 1",
+            "delete from turns",
+            "",
+            "--",
+            "%",
+        ]
+    ),
     st.text(max_size=6).filter(lambda t: "\x00" not in t),
 )
 
 
 @FUZZ
-@given(command=st.sampled_from(COMMANDS),
-       rest=st.lists(st.one_of(OPTIONS, VALUES_ARGV), max_size=5))
-def test_cli_random_argv(tmp_path_factory: pytest.TempPathFactory, command: list[str],
-                         rest: list[str]) -> None:
+@given(
+    command=st.sampled_from(COMMANDS), rest=st.lists(st.one_of(OPTIONS, VALUES_ARGV), max_size=5)
+)
+def test_cli_random_argv(
+    tmp_path_factory: pytest.TempPathFactory, command: list[str], rest: list[str]
+) -> None:
     db = tmp_path_factory.mktemp("cli") / "f.db"
     with Store(db, counter="chars4") as store:
         s = store.create_session(id="s1")
@@ -209,7 +295,9 @@ def test_nan_and_huge_numbers_round_trip_or_refuse(store: Store) -> None:
             _named(err)
             continue
         back = store.get_turn(s.id, turn.id).entry["data"]
-        assert back == value or (isinstance(value, float) and math.isnan(value) and math.isnan(back))
+        assert back == value or (
+            isinstance(value, float) and math.isnan(value) and math.isnan(back)
+        )
 
 
 def test_refused_writes_on_a_file_leave_it_unchanged(store_path: Path) -> None:

@@ -31,7 +31,13 @@ def test_processes_writing_and_reading_at_once_lose_nothing(tmp_path: Path) -> N
 def test_many_writers_on_one_session_with_short_busy_timeout(tmp_path: Path) -> None:
     # Six writers on one session: the lock is contended all the time; the store's
     # retry with backoff must keep "database is locked" from every caller.
-    report = run_load(tmp_path / "busy.db", duration=min(DURATION, 6), shared_writers=5,
-                      own_writers=0, readers=2, busy_timeout=0.01)
+    report = run_load(
+        tmp_path / "busy.db",
+        duration=min(DURATION, 6),
+        shared_writers=5,
+        own_writers=0,
+        readers=2,
+        busy_timeout=0.01,
+    )
     print(json.dumps(report, indent=2))
     assert report["problems"] == []

@@ -26,9 +26,7 @@ def _mode(path: Path) -> int:
 
 
 class TestFileModes:
-    def test_database_wal_and_shm_are_private_even_with_an_open_umask(
-        self, tmp_path: Path
-    ) -> None:
+    def test_database_wal_and_shm_are_private_even_with_an_open_umask(self, tmp_path: Path) -> None:
         path = tmp_path / "secret.db"
         old = os.umask(0)
         try:
@@ -48,7 +46,9 @@ class TestFileModes:
         with pytest.warns(UserWarning, match=r"readable by other users.*chmod 600"):
             Store(path).close()
 
-    def test_private_file_does_not_warn(self, tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    def test_private_file_does_not_warn(
+        self, tmp_path: Path, recwarn: pytest.WarningsRecorder
+    ) -> None:
         path = tmp_path / "private.db"
         Store(path).close()
         Store(path).close()
@@ -102,7 +102,7 @@ class TestSqlCannotWrite:
         statement = statement.replace("{tmp}", str(tmp_path))
         before, content = file_hashes(db), dump(db)
         with pytest.raises(ReadOnlyError) as caught:
-            columns, rows = run_readonly(db, statement)
+            _columns, rows = run_readonly(db, statement)
             list(rows)
         message = str(caught.value)
         assert named.lower() in message.lower(), message
@@ -128,7 +128,9 @@ class TestSqlCannotWrite:
         assert file_hashes(db)["db"] == before["db"]
 
     def test_reads_still_work(self, db: Path) -> None:
-        columns, rows = run_readonly(db, "select count(*) as n from turns where kind = ?", ["message"])
+        columns, rows = run_readonly(
+            db, "select count(*) as n from turns where kind = ?", ["message"]
+        )
         assert columns == ["n"] and list(rows) == [(1,)]
         _, rows = run_readonly(db, "pragma integrity_check")
         assert list(rows) == [("ok",)]
@@ -252,7 +254,6 @@ def test_summarizer_api_key_never_in_output(caplog: pytest.LogCaptureFixture) ->
     if importlib.util.find_spec("nexus_store.summarizer") is None:
         pytest.skip("nexus_store.summarizer is not on this branch yet (issue: compaction)")
     import httpx
-
     from nexus_store.summarizer import HttpSummarizer  # type: ignore[import-not-found]
 
     key = "sk-live-very-secret-0123456789"

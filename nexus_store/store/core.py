@@ -301,7 +301,8 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
             SessionNotFound: If the parent session does not exist.
             TurnNotFound: If the fork turn is not in the parent session.
         """
-        for name, value in (("id", id), ("cwd", cwd), ("title", title), ("created_utc", created_utc)):
+        texts = (("id", id), ("cwd", cwd), ("title", title), ("created_utc", created_utc))
+        for name, value in texts:
             if _unstorable(value):
                 raise InvalidEntry(f"create_session {name} {value!r} is not valid UTF-8 text")
         uid = id if id is not None else str(uuid.uuid4())

@@ -26,9 +26,17 @@ def _entries(source: str, n: int):  # type: ignore[no-untyped-def]
     parent = None
     for i in range(n):
         uid = f"{source}-{i}"
-        yield i + 2, {"type": "message", "id": uid, "parentId": parent,
-                      "timestamp": "2024-01-01T00:00:00.000Z",
-                      "message": {"role": "user", "content": f"line {i} " * 20, "timestamp": i}}, None
+        yield (
+            i + 2,
+            {
+                "type": "message",
+                "id": uid,
+                "parentId": parent,
+                "timestamp": "2024-01-01T00:00:00.000Z",
+                "message": {"role": "user", "content": f"line {i} " * 20, "timestamp": i},
+            },
+            None,
+        )
         parent = uid
 
 
@@ -44,8 +52,12 @@ def main(argv: list[str]) -> None:
             if mode == "ingest":
                 source = f"{rng.getrandbits(64):016x}"
                 header = {"type": "session", "id": source, "timestamp": "2024-01-01T00:00:00Z"}
-                sid, counts = store.ingest(header, _entries(source, INGEST_SIZE),
-                                           source_format="crashtest", source_id=source)
+                sid, counts = store.ingest(
+                    header,
+                    _entries(source, INGEST_SIZE),
+                    source_format="crashtest",
+                    source_id=source,
+                )
                 record = {"session": sid, "source": source, "turns": counts.turns}
             elif mode == "compact" and n % 5 == 4:
                 path = store.path(session)  # type: ignore[arg-type]

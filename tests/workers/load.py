@@ -41,15 +41,25 @@ def run_load(
         own = [store.create_session(title=f"own {i}").id for i in range(own_writers)]
     plan = [("writer", f"s{i}", shared) for i in range(shared_writers)]
     plan += [("writer", f"o{i}", sid) for i, sid in enumerate(own)]
-    plan += [("reader", f"r{i}", shared if i % 2 == 0 else (own or [shared])[0])
-             for i in range(readers)]
+    plan += [
+        ("reader", f"r{i}", shared if i % 2 == 0 else (own or [shared])[0]) for i in range(readers)
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NEXUS_TEST_BUSY_TIMEOUT": str(busy_timeout)}
     logs = {worker: db.parent / f"{db.name}.{worker}.log" for _, worker, _ in plan}
     started = time.monotonic()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.workers.load_worker", str(db), role, worker, sid,
-             str(duration), str(logs[worker])],
+            [
+                sys.executable,
+                "-m",
+                "tests.workers.load_worker",
+                str(db),
+                role,
+                worker,
+                sid,
+                str(duration),
+                str(logs[worker]),
+            ],
             env=env,
             cwd=ROOT,
         )
@@ -120,8 +130,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "load.db"
-        report = run_load(db, duration=args.duration, shared_writers=args.shared_writers,
-                          own_writers=args.own_writers, readers=args.readers)
+        report = run_load(
+            db,
+            duration=args.duration,
+            shared_writers=args.shared_writers,
+            own_writers=args.own_writers,
+            readers=args.readers,
+        )
     print(json.dumps(report, indent=2))
     sys.exit(1 if report["problems"] else 0)
 

@@ -10,6 +10,7 @@ JSON line per committed turn to LOG (``{"id", "text"}``); both end with one
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -30,8 +31,10 @@ def _writer(store: Store, worker: str, session: str, deadline: float, log) -> di
     rng = random.Random(worker)
     while time.monotonic() < deadline:
         text = f"{worker}-{n}"
-        entry: dict = {"type": "message", "message": {"role": "user", "content": text * 3,
-                                                       "timestamp": n}}
+        entry: dict = {
+            "type": "message",
+            "message": {"role": "user", "content": text * 3, "timestamp": n},
+        }
         if last is not None and rng.random() < 0.1:
             entry["parentId"] = last  # sometimes continue our own turn: a branch
         start = time.perf_counter()
@@ -51,8 +54,15 @@ def _writer(store: Store, worker: str, session: str, deadline: float, log) -> di
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99)] if latencies else 0.0
     p50 = latencies[len(latencies) // 2] if latencies else 0.0
-    return {"role": "writer", "ops": ops, "turns": n, "slowest": slowest, "p50": p50,
-            "p99": p99, "errors": errors}
+    return {
+        "role": "writer",
+        "ops": ops,
+        "turns": n,
+        "slowest": slowest,
+        "p50": p50,
+        "p99": p99,
+        "errors": errors,
+    }
 
 
 def _reader(store: Store, db: str, session: str, deadline: float) -> dict:
@@ -81,7 +91,7 @@ def _reader(store: Store, db: str, session: str, deadline: float) -> dict:
                     path = store.path(session, ctx.leaf_id)
                     if path[-1].id != ctx.leaf_id or path[0].parent_id is not None:
                         errors.append("inconsistent: path does not run root -> leaf")
-                    for parent, child in zip(path, path[1:], strict=False):
+                    for parent, child in itertools.pairwise(path):
                         if child.parent_id != parent.id or child.depth != parent.depth + 1:
                             errors.append(f"inconsistent: {child.id} is not a child of {parent.id}")
                             break
@@ -94,8 +104,14 @@ def _reader(store: Store, db: str, session: str, deadline: float) -> dict:
             errors.append(f"{type(err).__name__}: {err}")
         ops += 1
         slowest = max(slowest, time.perf_counter() - start)
-    return {"role": "reader", "ops": ops, "contexts": contexts, "queries": queries,
-            "slowest": slowest, "errors": errors[:20]}
+    return {
+        "role": "reader",
+        "ops": ops,
+        "contexts": contexts,
+        "queries": queries,
+        "slowest": slowest,
+        "errors": errors[:20],
+    }
 
 
 def main(argv: list[str]) -> None:
