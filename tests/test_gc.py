@@ -373,3 +373,29 @@ def test_gc_keeps_every_remaining_leaf_context(
             parent = random.Random(keep).choice(remaining)
             store.append_entry(sid, msg("next", 500, parentId=parent))
             assert store.doctor().ok
+
+
+def test_vacuum_while_another_process_reads_does_not_raise(store_path: Path) -> None:
+    import sqlite3
+
+    with Store(store_path, counter="chars4", busy_timeout=0.05) as store:
+        sid, _a, _b = _branchy(store)
+        reader = sqlite3.connect(store_path)
+        reader.execute("begin")
+        reader.execute("select count(*) from turns").fetchone()  # holds a read snapshot
+        try:
+            report = store.gc(sid, dead_branches_older_than=30, now=NOW)
+        finally:
+            reader.close()
+        assert report.dead_branch_turns == 3
+        assert store.doctor().ok
+
+
+def test_only_retention_deletes_rows() -> None:
+    package = Path(__file__).resolve().parents[1] / "nexus_store"
+    deleting = sorted(
+        str(f.relative_to(package))
+        for f in package.rglob("*.py")
+        if "delete from" in f.read_text().lower()
+    )
+    assert deleting == ["store/retention.py"]
