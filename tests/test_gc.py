@@ -315,7 +315,7 @@ def _build(store: Store, ops: list[tuple[str, int, int]]) -> str:
     return s.id
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ops=OPS,
     dead=st.one_of(st.none(), st.integers(0, 300)),

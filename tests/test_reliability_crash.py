@@ -22,7 +22,7 @@ from nexus_store import Store
 from tests.workers.crash_worker import INGEST_SIZE
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = int(os.environ.get("NEXUS_CRASH_RUNS", "12"))
+RUNS = int(os.environ.get("NEXUS_CRASH_RUNS", "10"))
 
 
 def _kill_at_random(db: Path, mode: str, log: Path, rng: random.Random) -> list[dict[str, Any]]:
@@ -46,7 +46,7 @@ def _kill_at_random(db: Path, mode: str, log: Path, rng: random.Random) -> list[
         if proc.poll() is not None:
             pytest.fail(f"crash worker exited early with {proc.returncode}")
         time.sleep(0.01)
-    time.sleep(rng.uniform(0.0, 0.4))
+    time.sleep(rng.uniform(0.0, 0.3))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     lines = log.read_text().splitlines()

@@ -15,7 +15,7 @@ import pytest
 
 from tests.workers.load import run_load
 
-DURATION = float(os.environ.get("NEXUS_LOAD_SECONDS", "12"))
+DURATION = float(os.environ.get("NEXUS_LOAD_SECONDS", "10"))
 
 
 @pytest.mark.slow
@@ -33,7 +33,7 @@ def test_many_writers_on_one_session_with_short_busy_timeout(tmp_path: Path) -> 
     # retry with backoff must keep "database is locked" from every caller.
     report = run_load(
         tmp_path / "busy.db",
-        duration=min(DURATION, 6),
+        duration=min(DURATION, 5),
         shared_writers=5,
         own_writers=0,
         readers=2,
