@@ -49,6 +49,8 @@ def main(argv: list[str]) -> None:
         log.flush()
         n = 0
         while True:
+            log.write(json.dumps({"start": n}) + "\n")  # a kill before the next line: in flight
+            log.flush()
             if mode == "ingest":
                 source = f"{rng.getrandbits(64):016x}"
                 header = {"type": "session", "id": source, "timestamp": "2024-01-01T00:00:00Z"}
