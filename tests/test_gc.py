@@ -399,3 +399,22 @@ def test_only_retention_deletes_rows() -> None:
         if "delete from" in f.read_text().lower()
     )
     assert deleting == ["store/retention.py"]
+
+
+def test_gc_twice_keeps_both_notes_and_contexts(store: Store) -> None:
+    s = store.create_session()
+    a = [store.append_entry(s.id, msg(f"a{i}", i)).id for i in range(6)]
+    store.append_compaction(s.id, "one", a[3], 100, timestamp=stamp(6))
+    b = [store.append_entry(s.id, msg(f"b{i}", 7 + i)).id for i in range(2)]
+    before = all_contexts(store, s.id)
+    store.gc(s.id, compacted_older_than=30, now=NOW)
+    store.append_compaction(s.id, "two", b[0], 100, timestamp=stamp(10))
+    store.append_entry(s.id, msg("c", 11))
+    before = all_contexts(store, s.id)
+    store.gc(s.id, compacted_older_than=30, now=NOW)
+    assert all_contexts(store, s.id) == before
+    assert store.doctor().ok
+    notes = store.conn.execute(
+        "select source_patch_json from turns where source_patch_json is not null"
+    ).fetchall()
+    assert notes and all('"gc"' in n[0] for n in notes)

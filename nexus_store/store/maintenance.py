@@ -158,7 +158,10 @@ class MaintenanceMixin(RetentionMixin):
         findings, turns_checked, wal_bytes = self._diagnose(wal_limit)
         actions: list[str] = []
         if fix and any(f.fixable for f in findings):
-            actions = self._repair(findings)
+            try:
+                actions = self._repair(findings)
+            except sqlite3.DatabaseError as err:  # a damaged file can fail mid-repair
+                actions = [f"repair stopped and rolled back: {err}; restore a backup"]
             remaining = {_key(f) for f in self._diagnose(wal_limit)[0]}
             findings = [f.model_copy(update={"fixed": _key(f) not in remaining}) for f in findings]
             wal_bytes = self._wal_bytes()

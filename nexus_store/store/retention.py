@@ -475,7 +475,15 @@ class RetentionMixin:
                 if flag:
                     note[name] = value if name in ("parentId", "firstKeptTurn") else True
             merged = json.loads(patch) if patch else {}
-            merged["gc"] = note
+            earlier = merged.get("gc")  # a second gc keeps the first one's note too
+            merged["gc"] = (
+                note
+                if earlier is None
+                else [
+                    *(earlier if isinstance(earlier, list) else [earlier]),
+                    note,
+                ]
+            )
             self.conn.execute(
                 "update turns set source_patch_json = ? where id = ?", [json.dumps(merged), key]
             )
