@@ -325,3 +325,51 @@ def test_refused_writes_on_a_file_leave_it_unchanged(store_path: Path) -> None:
         with pytest.raises(NexusError):
             store.create_session(id="s1")
         assert dump(store_path) == before
+
+
+# -- the import path: Store.ingest with what a JSON transcript can hold --------------
+
+JSON_TEXT = st.one_of(st.text(max_size=8), st.sampled_from(["\ud800", "a\udfffb", "", "x"]))
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), JSON_TEXT),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(JSON_TEXT, inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+IDS = st.sampled_from(["a", "b", "c", "d", "\ud800"])
+JSON_ENTRIES = st.builds(
+    lambda kind, uid, parent, fields: {"type": kind, "id": uid, "parentId": parent, **fields},
+    st.one_of(KINDS, JSON_VALUES),
+    st.one_of(IDS, JSON_VALUES),
+    st.one_of(st.none(), IDS, JSON_VALUES),
+    st.dictionaries(st.one_of(KEYS, JSON_TEXT), JSON_VALUES, max_size=4),
+)
+
+
+@FUZZ
+@given(entries=st.lists(JSON_ENTRIES, max_size=6), source=JSON_TEXT, strict=st.booleans())
+def test_ingest_with_random_json_entries(
+    entries: list[dict[str, Any]], source: str, strict: bool
+) -> None:
+    store, _sid, _ids = _seeded()
+    with store:
+        before = _snapshot(store)
+        header = {"type": "session", "id": source, "timestamp": "2024-01-01T00:00:00Z"}
+        try:
+            sid, counts = store.ingest(
+                header,
+                ((i + 2, e, None) for i, e in enumerate(entries)),
+                source_format="fuzz",
+                source_id=source,
+                strict=strict,
+            )
+        except NexusError as err:
+            _named(err)
+            assert _snapshot(store) == before  # an import is all or nothing
+            return
+        assert counts.entries == len(entries)
+        store.context(sid)
+        for turn in store.iter_turns(sid):
+            store.context(sid, turn.id)
+        assert store.doctor().ok

@@ -547,8 +547,11 @@ class Store(ReadingMixin, IngestMixin, MaintenanceMixin):
         patch: Mapping[str, Any] | None = None,
     ) -> Turn:
         """Insert one turn (and its messages) under ``parent``; inside a transaction."""
-        kind = entry["type"] if isinstance(entry.get("type"), str) else "unknown"
-        skip = set(_SKIP) if isinstance(entry.get("type"), str) else {"id", "parentId"}
+        # A type that is not storable text (not a string, or a lone surrogate from a
+        # transcript's "\ud800" escape) is kept in extra_json and read back from there.
+        typed = isinstance(entry.get("type"), str) and not _unstorable(entry["type"])
+        kind = entry["type"] if typed else "unknown"
+        skip = set(_SKIP) if typed else {"id", "parentId"}
         message_dicts: list[dict[str, Any]] = []
         if kind == "message":
             if isinstance(entry.get("message"), dict):

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nexus_store.errors import ConflictError
+from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps
 
 __all__ = ["IngestCounts", "IngestMixin", "ProblemSink"]
@@ -88,6 +88,10 @@ class IngestMixin:
             ConflictError: In strict mode, at the first repair, skip or conflict.
         """
         counts = IngestCounts()
+        if not _storable(source_id):
+            raise InvalidEntry(f"transcript session id {source_id!r} is not valid UTF-8 text")
+        if source_path is not None and not _storable(source_path):
+            source_path = source_path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
         def problem(line: int, kind: str, message: str, repaired: bool) -> None:
             if strict:
@@ -116,7 +120,11 @@ class IngestMixin:
                 key = self._ingest_one(session_key, session_id, line, entry, patch, counts, problem)
                 if key is not None:
                     last_key = key
-                if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
+                if (
+                    entry.get("type") == "session_info"
+                    and isinstance(entry.get("name"), str)
+                    and _storable(entry["name"])
+                ):
                     title = entry["name"].strip() or title
             if last_key is not None:
                 self.conn.execute(
@@ -156,8 +164,12 @@ class IngestMixin:
             ).fetchone()
             parent_key = None if parent is None else parent[0]
         created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else _now()
+        if not (isinstance(created, str) and _storable(created)):
+            created = _now()  # the header's own timestamp stays in header_json
         cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
-        rest = {k: v for k, v in header.items() if k not in ("cwd",)}
+        if cwd is not None and not _storable(cwd):
+            cwd = None
+        rest = {k: v for k, v in header.items() if k != "cwd" or cwd is None}
         cursor = self.conn.execute(
             "insert into sessions (uid, cwd, created_utc, updated_utc, parent_session_id, "
             "source_format, source_path, source_id, source_version, header_json) "
@@ -191,6 +203,9 @@ class IngestMixin:
         if not isinstance(uid, str) or not uid:
             problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
             return None
+        if not _storable(uid):
+            problem(line, "bad_text", f"entry id {uid!r} is not valid UTF-8 text; skipped", False)
+            return None
         existing = self.conn.execute(
             "select id from turns where session_id = ? and uid = ?", [session_key, uid]
         ).fetchone()
@@ -216,7 +231,7 @@ class IngestMixin:
             if parent_uid == uid:
                 problem(line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True)
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
-            elif not isinstance(parent_uid, str):
+            elif not isinstance(parent_uid, str) or not _storable(parent_uid):
                 problem(line, "bad_type", f"parentId {parent_uid!r} is not a string; stored as a root", True)
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             else:
@@ -249,6 +264,15 @@ class IngestMixin:
         return key >= self._run_start_key
 
     _run_start_key = 0
+
+
+def _storable(text: str) -> bool:
+    """Whether text can reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _now() -> str:
