@@ -331,7 +331,9 @@ def turn_payload(entry: dict[str, Any]) -> tuple[str, frozenset[str], list[dict[
 
     A ``messages`` list of one becomes an ordinary ``message`` entry (in place).
     """
-    typed = isinstance(entry.get("type"), str)
+    # A type that is not storable text (not a string, or a lone surrogate from a
+    # transcript's "\ud800" escape) is kept in extra_json and read back from there.
+    typed = isinstance(entry.get("type"), str) and not _SURROGATE.search(entry["type"])
     kind = entry["type"] if typed else "unknown"
     skip = set(_SKIP) if typed else {"id", "parentId"}
     message_dicts: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
+from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
 from nexus_store.cli.transfer import export, import_
@@ -45,5 +46,17 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (import_, export, sessions, tree, context, compact, navigate, sql, search):
+for command in (
+    import_,
+    export,
+    sessions,
+    tree,
+    context,
+    compact,
+    navigate,
+    sql,
+    search,
+    doctor,
+    gc,
+):
     cli.add_command(command)

@@ -70,8 +70,9 @@ class CompactionMixin:
     def context_items(self, session_id: str, leaf_id: str | None = None) -> list[ContextItem]:
         """The leaf's context as planning items (turn id, kind, message, tokens)."""
         ctx: Context = self.context(session_id, leaf_id)  # type: ignore[attr-defined]
+        # Values read back from our own rows: no need to validate them again.
         return [
-            ContextItem(turn_id=t, kind=k, message=m, tokens=n)
+            ContextItem.model_construct(turn_id=t, kind=k, message=m, tokens=n)
             for t, k, m, n in zip(
                 ctx.turn_ids, ctx.turn_kinds, ctx.messages, ctx.message_tokens, strict=True
             )

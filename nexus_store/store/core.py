@@ -36,6 +36,7 @@ from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payl
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.ingest import IngestMixin
+from nexus_store.store.maintenance import MaintenanceMixin
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.search import SearchMixin
 from nexus_store.store.sql import (
@@ -83,12 +84,31 @@ def utc_now() -> str:
     return f"{_clock[1]}{int((now - second) * 1000):03d}Z"
 
 
+def _unstorable(value: object) -> bool:
+    """Whether a text value cannot reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _is_busy(err: sqlite3.OperationalError) -> bool:
     text = str(err).lower()
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMixin, WorkspaceMixin):
+class Store(
+    ReadingMixin,
+    IngestMixin,
+    TransferMixin,
+    CompactionMixin,
+    SearchMixin,
+    WorkspaceMixin,
+    MaintenanceMixin,
+):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
@@ -248,8 +268,17 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
         and retrying with backoff while another process holds it.
         """
         if self.conn.in_transaction:
-            with self.db.atomic():
+            # A fixed savepoint name keeps the statements in sqlite3's cache (appends
+            # inside a caller's atomic() are the batched hot path); names may nest.
+            self.conn.execute("savepoint nexus_nested")
+            try:
                 yield self
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("rollback to nexus_nested")
+                    self.conn.execute("release nexus_nested")
+                raise
+            self.conn.execute("release nexus_nested")
             return
         deadline = time.monotonic() + _BUSY_RETRY_SECONDS
         delay = 0.005
@@ -308,6 +337,10 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
             SessionNotFound: If the parent session does not exist.
             TurnNotFound: If the fork turn is not in the parent session.
         """
+        texts = (("id", id), ("cwd", cwd), ("title", title), ("created_utc", created_utc))
+        for name, value in texts:
+            if _unstorable(value):
+                raise InvalidEntry(f"create_session {name} {value!r} is not valid UTF-8 text")
         uid = id if id is not None else str(uuid.uuid4())
         now = created_utc or utc_now()
         with self.atomic():
@@ -352,6 +385,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
 
     def set_title(self, session_id: str, title: str | None) -> Session:
         """Set a session's display name (stored on the session, not as a turn)."""
+        if _unstorable(title):
+            raise InvalidEntry(f"title {title!r} is not valid UTF-8 text")
         with self.atomic():
             key = self._session_key(session_id)
             self.conn.execute("update sessions set title = ? where id = ?", [title, key])
@@ -521,6 +556,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
     # -- internals shared with importers -------------------------------------------------
 
     def _session_row(self, session_id: str) -> tuple[int, int | None]:
+        if _unstorable(session_id):
+            raise SessionNotFound(f"no session with id {session_id!r} (not valid UTF-8)")
         row = self.conn.execute(
             "select id, active_leaf_id from sessions where uid = ?", [session_id]
         ).fetchone()
@@ -532,6 +569,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
         return self._session_row(session_id)[0]
 
     def _turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
+        if _unstorable(turn_id):
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
         row = self.conn.execute(
             "select id from turns where session_id = ? and uid = ?", [session_key, turn_id]
         ).fetchone()
@@ -550,6 +589,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMix
     def _parent_by_uid(self, session_key: int, session_id: str, uid: Any) -> tuple[Any, ...]:
         if not isinstance(uid, str):
             raise InvalidEntry(f"parentId must be a turn id (a string) or None, not {uid!r}")
+        if _unstorable(uid):
+            raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
         row: tuple[Any, ...] | None = self.conn.execute(
             PARENT_BY_UID_SQL, [session_key, uid]
         ).fetchone()
@@ -806,6 +847,17 @@ def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
 
 
 def _validate_native(entry: dict[str, Any]) -> None:
+    for key, value in entry.items():
+        # Entries are JSON: refuse what JSON cannot hold here, not as a TypeError later.
+        try:
+            # (no NaN or Infinity: JSON has none, and JavaScript writes them as null)
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as err:
+            raise InvalidEntry(f"entry field {key!r} is not JSON: {err}") from None
+        if not isinstance(key, str) or _unstorable(key):
+            raise InvalidEntry(f"entry keys must be text, not {key!r}")
+    if _unstorable(entry.get("id")):
+        raise InvalidEntry(f"entry id {entry['id']!r} is not valid UTF-8 text")
     kind = entry.get("type")
     if not isinstance(kind, str) or not kind:
         raise InvalidEntry(

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nexus_store.errors import ConflictError
+from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps, message_rows, turn_payload
 from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
@@ -96,6 +96,10 @@ class IngestMixin:
             ConflictError: In strict mode, at the first repair, skip or conflict.
         """
         counts = IngestCounts()
+        if not _storable(source_id):
+            raise InvalidEntry(f"transcript session id {source_id!r} is not valid UTF-8 text")
+        if source_path is not None and not _storable(source_path):
+            source_path = source_path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
         def problem(line: int, kind: str, message: str, repaired: bool) -> None:
             if strict:
@@ -153,8 +157,12 @@ class IngestMixin:
             ).fetchone()
             parent_key = None if parent is None else parent[0]
         created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else _now()
+        if not (isinstance(created, str) and _storable(created)):
+            created = _now()  # the header's own timestamp stays in header_json
         cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
-        rest = {k: v for k, v in header.items() if k not in ("cwd",)}
+        if cwd is not None and not _storable(cwd):
+            cwd = None
+        rest = {k: v for k, v in header.items() if k != "cwd" or cwd is None}
         cursor = self.conn.execute(
             "insert into sessions (uid, cwd, created_utc, updated_utc, parent_session_id, "
             "source_format, source_path, source_id, source_version, header_json) "
@@ -234,7 +242,11 @@ class _Run:
             counts = [next(tokens) for _ in messages]
             self.counts.entries += 1
             self.one(line, entry, patch, kind, skip, messages, counts)
-            if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
+            if (
+                entry.get("type") == "session_info"
+                and isinstance(entry.get("name"), str)
+                and _storable(entry["name"])
+            ):
                 self.title = entry["name"].strip() or self.title
         self.flush()  # memory stays bounded by the batch and the cache
 
@@ -328,6 +340,11 @@ class _Run:
         if not isinstance(uid, str) or not uid:
             self.problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
             return
+        if not _storable(uid):
+            self.problem(
+                line, "bad_text", f"entry id {uid!r} is not valid UTF-8 text; skipped", False
+            )
+            return
         if self._known(uid, line, entry) is not None:
             return
         patch_out: dict[str, Any] = dict(patch) if patch else {}
@@ -339,7 +356,7 @@ class _Run:
                     line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True
                 )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
-            elif not isinstance(parent_uid, str):
+            elif not isinstance(parent_uid, str) or not _storable(parent_uid):
                 self.problem(
                     line,
                     "bad_type",
@@ -388,6 +405,15 @@ class _Run:
         self.counts.turns += 1
         if kind == "message":
             self.counts.messages += len(messages)
+
+
+def _storable(text: str) -> bool:
+    """Whether text can reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _now() -> str:

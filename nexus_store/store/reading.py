@@ -33,6 +33,15 @@ _MESSAGE_SELECT = (
 )
 
 
+def _storable(value: str) -> bool:
+    """Whether an id can reach SQLite at all (a lone surrogate is not UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except (UnicodeEncodeError, AttributeError):
+        return False
+    return True
+
+
 class ReadingMixin:
     """Reading methods of `Store` (see there)."""
 
@@ -67,6 +76,8 @@ class ReadingMixin:
 
     def find_session(self, session_id: str) -> Session | None:
         """Return the session with this id, or None."""
+        if not _storable(session_id):
+            return None
         row = self.conn.execute(SESSION_SQL + " where s.uid = ?", [session_id]).fetchone()
         return None if row is None else self._session_from_row(row)
 
@@ -109,6 +120,8 @@ class ReadingMixin:
             if not sessions:
                 raise SessionNotFound("there are no sessions in this database yet")
             return sessions[0]
+        if not _storable(ref):
+            raise SessionNotFound(f"no session with id or id prefix {ref!r}")
         pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self.conn.execute(
             "select uid from sessions where uid like ? escape '\\' limit 2", [pattern]
@@ -171,6 +184,8 @@ class ReadingMixin:
     def find_turn(self, session_id: str, turn_id: str) -> Turn | None:
         """Return a turn of the session, or None."""
         session_key, _ = self._session_row(session_id)
+        if not _storable(turn_id):
+            return None
         rows = self.conn.execute(
             _TURN_SELECT + " where t.session_id = ? and t.uid = ?", [session_key, turn_id]
         ).fetchall()

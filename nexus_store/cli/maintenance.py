@@ -1,0 +1,138 @@
+"""``nexus-store doctor`` and ``nexus-store gc``: check, repair, and remove old data."""
+
+from __future__ import annotations
+
+import click
+
+from nexus_store.cli._common import echo_json, json_option, open_store
+
+__all__ = ["doctor", "gc"]
+
+
+@click.command()
+@click.option("--fix", is_flag=True, help="Repair what is safe to repair, saying what was done.")
+@click.option(
+    "--wal-limit",
+    type=click.IntRange(min=0),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="Report (and with --fix checkpoint) a WAL larger than this many bytes.",
+)
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, wal_limit: int, as_json: bool) -> None:
+    """Check the database: integrity, links, stored path values, active leaves, WAL, modes.
+
+    Reports every problem. With --fix it repairs only what is derived or
+    reversible: path values recomputed from the parents, a bad active leaf
+    moved to the session's latest turn, the WAL checkpointed, file modes set
+    to 600. Entries are never changed. Exits 1 while a problem is left.
+
+    \b
+    Example:
+        nexus-store doctor
+        nexus-store doctor --fix --json
+    """
+    store = open_store(ctx)
+    report = store.doctor(fix=fix, wal_limit=wal_limit)
+    if as_json:
+        echo_json(report.model_dump())
+    else:
+        for finding in report.findings:
+            mark = "fixed" if finding.fixed else finding.severity
+            click.echo(f"[{mark}] {finding.check}: {finding.message}")
+        for action in report.actions:
+            click.echo(f"did: {action}")
+        wal = "-" if report.wal_bytes is None else f"{report.wal_bytes:,} bytes"
+        state = "ok" if report.ok else "problems left"
+        click.echo(f"{state}: {report.turns_checked} turns checked, WAL {wal}")
+    if not report.ok:
+        ctx.exit(1)
+
+
+@click.command()
+@click.argument("session", required=False)
+@click.option("--all", "all_sessions", is_flag=True, help="Clean every session.")
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would go and how many bytes; change nothing."
+)
+@click.option(
+    "--dead-branches-older-than",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Remove branches off the kept paths whose turns are all older than DAYS.",
+)
+@click.option(
+    "--compacted-older-than",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Remove turns older than DAYS behind a compaction that no leaf's context uses.",
+)
+@click.option(
+    "--sessions-older-than",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Remove whole sessions last updated more than DAYS ago.",
+)
+@click.option(
+    "--keep",
+    multiple=True,
+    metavar="TURN",
+    help="A turn whose path and context must stay, besides the active leaf (repeatable).",
+)
+@click.option("--no-vacuum", is_flag=True, help="Do not checkpoint and VACUUM afterwards.")
+@json_option
+@click.pass_context
+def gc(
+    ctx: click.Context,
+    session: str | None,
+    all_sessions: bool,
+    dry_run: bool,
+    dead_branches_older_than: float | None,
+    compacted_older_than: float | None,
+    sessions_older_than: float | None,
+    keep: tuple[str, ...],
+    no_vacuum: bool,
+    as_json: bool,
+) -> None:
+    """Remove old data from SESSION (or --all) without breaking any tree.
+
+    Only what the options ask for goes: dead branches, raw turns behind a
+    compaction, whole sessions. The context of every remaining leaf stays the
+    same. Then the WAL is checkpointed and the file vacuumed. This is the only
+    command that deletes rows.
+
+    \b
+    Example:
+        nexus-store gc latest --dead-branches-older-than 30 --dry-run
+        nexus-store gc --all --compacted-older-than 90 --sessions-older-than 365
+    """
+    if (session is None) == (not all_sessions):
+        raise click.UsageError("give a SESSION or --all (not both)")
+    store = open_store(ctx)
+    session_id = store.resolve_session(session).id if session is not None else None
+    report = store.gc(
+        session_id,
+        all_sessions=all_sessions,
+        dead_branches_older_than=dead_branches_older_than,
+        compacted_older_than=compacted_older_than,
+        sessions_older_than=sessions_older_than,
+        keep=keep,
+        dry_run=dry_run,
+        vacuum=not no_vacuum,
+    )
+    if as_json:
+        echo_json(report.model_dump())
+        return
+    verb = "would remove" if report.dry_run else "removed"
+    click.echo(
+        f"{verb}: {report.dead_branch_turns} dead-branch turns, {report.compacted_turns} "
+        f"turns behind compactions, {len(report.sessions_removed)} sessions, "
+        f"{report.messages} messages (~{report.estimated_bytes:,} bytes of rows)"
+    )
+    for item in report.reparented:
+        click.echo(f"re-rooted {item['turn']} (its parent {item['old_parent']} is gone)")
+    for kept in report.sessions_kept:
+        click.echo(f"kept session {kept['session']}: {kept['reason']}")
+    for action in report.actions:
+        click.echo(f"did: {action}")

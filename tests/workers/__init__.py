@@ -1,0 +1,1 @@
+"""Small programs the reliability tests start as real processes (never threads)."""
