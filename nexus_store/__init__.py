@@ -1,6 +1,47 @@
-"""nexus_store: LLM agent sessions as a tree of turns in SQLite."""
+"""nexus_store: LLM agent sessions as a tree of turns in SQLite.
+
+Sessions branch, compaction turns summarize old history without deleting it, the
+context of any leaf is assembled by one SQL query with pi's exact semantics, and
+JSONL transcripts migrate in and export back losslessly.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from nexus_store.errors import (
+    ConflictError,
+    InvalidEntry,
+    NexusError,
+    ReadOnlyError,
+    SchemaOutOfDate,
+    SessionNotFound,
+    StoreOpenError,
+    SummarizerError,
+    TranscriptError,
+    TurnNotFound,
+)
+from nexus_store.models import Context, ContextStatus, Session, Turn
+from nexus_store.store import ACTIVE_LEAF, Store
+from nexus_store.tokens import CharsEstimator, Cl100kCounter, TokenCounter
+
+__all__ = [
+    "ACTIVE_LEAF",
+    "CharsEstimator",
+    "Cl100kCounter",
+    "ConflictError",
+    "Context",
+    "ContextStatus",
+    "InvalidEntry",
+    "NexusError",
+    "ReadOnlyError",
+    "SchemaOutOfDate",
+    "Session",
+    "SessionNotFound",
+    "Store",
+    "StoreOpenError",
+    "SummarizerError",
+    "TokenCounter",
+    "TranscriptError",
+    "Turn",
+    "TurnNotFound",
+]
 __version__ = "0.1.0"

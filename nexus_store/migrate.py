@@ -1,0 +1,79 @@
+"""Schema migrations: the numbered ``schema/NNNN_name.sql`` files, applied in order.
+
+Each file is one sqlite-utils migration named after its stem, in the migration set
+``nexus_store``; the file and its row in ``_sqlite_migrations`` commit together. A
+file whose first line is ``-- transactional: false`` runs outside a transaction.
+Released files are never edited, renamed or reordered. A database that records a
+migration this code does not know was written by a newer nexus_store and is
+refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlite_utils
+
+from nexus_store.errors import SchemaOutOfDate
+
+__all__ = ["MIGRATION_SET", "applied", "build_migrations", "ensure_current", "schema_files"]
+
+MIGRATION_SET = "nexus_store"
+
+
+def schema_files() -> list[Path]:
+    """Return the schema files in the order they apply.
+
+    In a wheel they ship as ``nexus_store/_schema``; in a source checkout they are the
+    repository's ``schema/`` folder.
+    """
+    here = Path(__file__).resolve().parent
+    for folder in (here / "_schema", here.parent / "schema"):
+        if folder.is_dir():
+            return sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    raise FileNotFoundError("nexus_store schema files not found (expected nexus_store/_schema)")
+
+
+def build_migrations() -> sqlite_utils.Migrations:
+    """Register one migration per schema file, in filename order."""
+    migrations = sqlite_utils.Migrations(MIGRATION_SET)
+    for path in schema_files():
+        sql = path.read_text(encoding="utf-8")
+        transactional = not sql.startswith("-- transactional: false")
+
+        def apply(db: sqlite_utils.Database, sql: str = sql) -> None:
+            db.executescript(sql)
+
+        migrations(name=path.stem, transactional=transactional)(apply)
+    return migrations
+
+
+def applied(db: sqlite_utils.Database) -> list[str]:
+    """Names of the migrations recorded in the database, in the order applied."""
+    return [m.name for m in sqlite_utils.Migrations(MIGRATION_SET).applied(db)]
+
+
+def ensure_current(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> list[str]:
+    """Apply pending migrations; refuse a database newer than this code.
+
+    Args:
+        db: The database, with no transaction open.
+        migrations: The registered migrations.
+
+    Returns:
+        The names of the migrations applied now.
+
+    Raises:
+        SchemaOutOfDate: If the database records migrations this code does not know.
+    """
+    known = {m.name for m in migrations._migrations}
+    unknown = [name for name in applied(db) if name not in known]
+    if unknown:
+        raise SchemaOutOfDate(
+            f"the database was written by a newer nexus_store (schema {unknown[-1]} is unknown "
+            f"to this version, which knows up to {max(known)}); upgrade nexus_store to open it"
+        )
+    pending = [m.name for m in migrations.pending(db)]
+    if pending:
+        migrations.apply(db)
+    return pending

@@ -1,0 +1,307 @@
+"""The codec between pi v3 entries and the rows of `turns` and `messages`.
+
+An entry's fields are spread over real columns so that people can query them, yet
+the entry comes back exactly, key for key and type for type. The rule that makes
+this exact: a field goes into its column only when its value has the column's
+type (a string for text columns, a 64-bit integer for integer columns, a bool for
+flag columns, any JSON value for ``*_json`` columns); anything else stays in
+``extra_json`` under its own key. A NULL column therefore means "absent, or kept in
+extra", and decoding is: the non-NULL columns, then ``extra_json`` on top.
+
+Message content, which is most of a transcript's bytes, is stored once: as the
+``text`` column alone when the content is a plain string or a single text block
+(the common shapes), and as ``content_json`` otherwise. Provider usage stays in
+``extra_json`` and is copied into integer columns for queries.
+
+Pure functions, no SQL: `store` binds these values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "TURN_FIELD_COLUMNS",
+    "decode_message",
+    "dumps",
+    "encode_entry_fields",
+    "encode_message",
+    "entry_from_parts",
+    "flatten_text",
+]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# (entry key, turns column, kind) for entry fields with a column. kind: str | int | bool | json
+TURN_FIELD_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("timestamp", "created_utc", "str"),
+    ("summary", "summary", "str"),
+    ("firstKeptEntryId", "first_kept_uid", "str"),
+    ("tokensBefore", "tokens_before", "int"),
+    ("tokensAfter", "tokens_after", "int"),
+    ("trigger", "trigger", "str"),
+    ("layer", "layer", "str"),
+    ("customInstruction", "custom_instruction", "str"),
+    ("messagesCompacted", "messages_compacted", "int"),
+    ("details", "details_json", "json"),
+    ("fromHook", "from_hook", "bool"),
+    ("fromId", "from_uid", "str"),
+    ("customType", "custom_type", "str"),
+    ("display", "display", "bool"),
+    ("data", "data_json", "json"),
+    ("provider", "provider", "str"),
+    ("modelId", "model_id", "str"),
+    ("thinkingLevel", "thinking_level", "str"),
+    ("targetId", "target_uid", "str"),
+    ("label", "label", "str"),
+    ("name", "name", "str"),
+)
+
+# (message key, messages column, kind)
+_MESSAGE_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("role", "role", "str"),
+    ("toolCallId", "tool_call_id", "str"),
+    ("toolName", "tool_name", "str"),
+    ("isError", "is_error", "bool"),
+    ("provider", "provider", "str"),
+    ("model", "model", "str"),
+    ("api", "api", "str"),
+    ("stopReason", "stop_reason", "str"),
+    ("timestamp", "timestamp_ms", "int"),
+)
+_USAGE_FIELDS = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("cacheRead", "cache_read_tokens"),
+    ("cacheWrite", "cache_write_tokens"),
+    ("totalTokens", "total_tokens"),
+)
+MESSAGE_COLUMNS: tuple[str, ...] = (
+    "role",
+    "content_kind",
+    "content_json",
+    "text",
+    "tokens",
+    "tool_call_id",
+    "tool_name",
+    "is_error",
+    "provider",
+    "model",
+    "api",
+    "stop_reason",
+    "timestamp_ms",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "total_tokens",
+    "cost",
+    "extra_json",
+)
+
+
+def dumps(value: Any) -> str:
+    """Serialize to compact JSON that SQLite can store (lone surrogates escaped)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text):
+        # A lone surrogate (from a "\\ud800" escape in the source) cannot be encoded
+        # as UTF-8; the escaped form keeps the exact value.
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind == "str":
+        return type(value) is str and not _SURROGATE.search(value)
+    if kind == "int":
+        return type(value) is int and _INT64_MIN <= value <= _INT64_MAX
+    if kind == "bool":
+        return type(value) is bool
+    return True  # json: any value
+
+
+def _column_value(value: Any, kind: str) -> Any:
+    if kind == "json":
+        return dumps(value)
+    if kind == "bool":
+        return 1 if value else 0
+    return value
+
+
+def _decode_column(value: Any, kind: str) -> Any:
+    if kind == "json":
+        return json.loads(value)
+    if kind == "bool":
+        return bool(value)
+    return value
+
+
+def encode_entry_fields(entry: Mapping[str, Any], skip: frozenset[str]) -> dict[str, Any]:
+    """Spread an entry's fields over `turns` columns.
+
+    Args:
+        entry: A pi v3 entry.
+        skip: Keys handled by the caller (type, id, parentId, message, ...).
+
+    Returns:
+        Column values, including ``extra_json`` (``None`` when nothing is left over).
+    """
+    columns: dict[str, Any] = {}
+    moved = set(skip)
+    for key, column, kind in TURN_FIELD_COLUMNS:
+        if key in entry and _fits(entry[key], kind):
+            columns[column] = _column_value(entry[key], kind)
+            moved.add(key)
+    extra = {key: value for key, value in entry.items() if key not in moved}
+    columns["extra_json"] = dumps(extra) if extra else None
+    return columns
+
+
+def entry_from_parts(
+    kind: str,
+    uid: str,
+    parent_uid: str | None,
+    columns: Mapping[str, Any],
+    extra_json: str | None,
+) -> dict[str, Any]:
+    """Rebuild an entry from its ``turns`` columns (without message payloads).
+
+    Args:
+        kind: The entry type.
+        uid: The entry id.
+        parent_uid: The parent's id, or None for a root.
+        columns: Column values by name (only those of TURN_FIELD_COLUMNS are read).
+        extra_json: The leftover keys.
+
+    Returns:
+        The entry dict; the caller adds ``message``/``content`` for message turns.
+    """
+    entry: dict[str, Any] = {"type": kind, "id": uid, "parentId": parent_uid}
+    for key, column, ckind in TURN_FIELD_COLUMNS:
+        value = columns.get(column)
+        if value is not None:
+            entry[key] = _decode_column(value, ckind)
+    if extra_json:
+        entry.update(json.loads(extra_json))
+    return entry
+
+
+def flatten_text(content: Any) -> str | None:
+    """The text of a content value: a string, or its text blocks joined by newlines."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            block["text"]
+            for block in content
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _clean(text: str | None) -> str | None:
+    if text is not None and _SURROGATE.search(text):
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
+    """Spread one agent message over `messages` columns.
+
+    Args:
+        message: A pi agent message dict.
+        tokens: Its token count.
+
+    Returns:
+        Column values by name (all of MESSAGE_COLUMNS).
+    """
+    row: dict[str, Any] = dict.fromkeys(MESSAGE_COLUMNS)
+    row["tokens"] = tokens
+    rest = dict(message)
+    for key, column, kind in _MESSAGE_FIELDS:
+        if key in rest and _fits(rest[key], kind):
+            row[column] = _column_value(rest.pop(key), kind)
+    if "content" in rest:
+        content = rest.pop("content")
+        if type(content) is str and not _SURROGATE.search(content):
+            row["content_kind"] = "string"
+            row["text"] = content
+        elif (
+            type(content) is list
+            and len(content) == 1
+            and type(content[0]) is dict
+            and len(content[0]) == 2
+            and content[0].get("type") == "text"
+            and type(content[0].get("text")) is str
+            and not _SURROGATE.search(content[0]["text"])
+        ):
+            row["content_kind"] = "text_block"
+            row["text"] = content[0]["text"]
+        else:
+            row["content_kind"] = "json"
+            row["content_json"] = dumps(content)
+            row["text"] = _clean(flatten_text(content))
+    elif message.get("role") == "bashExecution" and type(rest.get("output")) is str:
+        output = rest["output"]
+        if not _SURROGATE.search(output):
+            row["content_kind"] = "bash_output"
+            row["text"] = rest.pop("output")
+    usage = rest.get("usage")
+    if isinstance(usage, dict):
+        for key, column in _USAGE_FIELDS:
+            value = usage.get(key)
+            if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+                row[column] = value
+        cost = usage.get("cost")
+        total = cost.get("total") if isinstance(cost, dict) else None
+        if type(total) in (int, float):
+            row["cost"] = float(total)
+    row["extra_json"] = dumps(rest) if rest else None
+    return row
+
+
+def decode_message(
+    role: str | None,
+    content_kind: str | None,
+    content_json: str | None,
+    text: str | None,
+    fields: tuple[Any, ...],
+    extra_json: str | None,
+) -> dict[str, Any]:
+    """Rebuild an agent message from its columns.
+
+    Args:
+        role: The role column.
+        content_kind: How the content is stored.
+        content_json: The content JSON (kind ``json``).
+        text: The text column.
+        fields: Values of tool_call_id, tool_name, is_error, provider, model, api,
+            stop_reason, timestamp_ms, in that order.
+        extra_json: The leftover keys.
+
+    Returns:
+        The message dict, equal to the one written.
+    """
+    message: dict[str, Any] = {} if role is None else {"role": role}
+    if content_kind == "string":
+        message["content"] = text
+    elif content_kind == "text_block":
+        message["content"] = [{"type": "text", "text": text}]
+    elif content_kind == "json":
+        message["content"] = json.loads(content_json) if content_json is not None else None
+    elif content_kind == "bash_output":
+        message["output"] = text
+    for (key, _, kind), value in zip(_MESSAGE_FIELDS[1:], fields, strict=True):
+        if value is not None:
+            message[key] = bool(value) if kind == "bool" else value
+    if extra_json:
+        message.update(json.loads(extra_json))
+    return message

@@ -1,0 +1,706 @@
+"""`Store`: the one door to the database.
+
+A `Store` owns one SQLite connection (through a `sqlite_utils.Database`), opens or
+creates and migrates the file, and does every read and write of sessions and
+turns. Writes run in ``BEGIN IMMEDIATE`` transactions, so that concurrent writers
+queue on SQLite's lock instead of failing; a busy database is retried with backoff
+inside the store. Two writers appending to the same parent make two siblings, a
+branch, and lose nothing. Reading methods live in `nexus_store.store.reading`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import secrets
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from nexus_store import migrate
+from nexus_store.errors import (
+    InvalidEntry,
+    NexusError,
+    SessionNotFound,
+    StoreOpenError,
+    TurnNotFound,
+)
+from nexus_store.models import Session, Turn
+from nexus_store.rows import dumps, encode_entry_fields, encode_message
+from nexus_store.store import connection
+from nexus_store.store.ingest import IngestMixin
+from nexus_store.store.reading import ReadingMixin
+from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
+from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
+
+__all__ = ["ACTIVE_LEAF", "Store"]
+
+
+class _ActiveLeaf:
+    def __repr__(self) -> str:
+        return "ACTIVE_LEAF"
+
+
+ACTIVE_LEAF: Any = _ActiveLeaf()
+"""Parent marker: append as a child of the session's active leaf (the default)."""
+
+_SKIP = frozenset({"type", "id", "parentId"})
+_BUSY_RETRY_SECONDS = 30.0
+
+# Columns of the parent row read before an append (see _PARENT_SQL).
+_P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
+_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(
+    6, 13
+)
+_PARENT_COLUMNS = (
+    "id, seq, depth, tokens, path_tokens, context_tokens, compaction_id, compaction_count, "
+    "active_model_json, active_thinking_level, run_start_seq, run_parent_id, kind, uid"
+)
+
+
+def utc_now() -> str:
+    """Now as ISO 8601 UTC with milliseconds, the way JavaScript's toISOString writes it."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _is_busy(err: sqlite3.OperationalError) -> bool:
+    text = str(err).lower()
+    return "locked" in text or "busy" in text
+
+
+class Store(ReadingMixin, IngestMixin):
+    """A nexus_store database: sessions as trees of turns.
+
+    Example:
+        >>> with Store(memory=True, counter="chars4") as store:
+        ...     s = store.create_session(cwd="/repo")
+        ...     _ = store.append_message(s.id, {"role": "user", "content": "hi", "timestamp": 0})
+        ...     store.context(s.id).messages
+        [{'role': 'user', 'content': 'hi', 'timestamp': 0}]
+
+    Args:
+        path: Database file (created if missing), or a `sqlite_utils.Database`.
+        memory: Use a private in-memory database instead of a file.
+        counter: Token counter: a name (``"cl100k_base"``, ``"chars4"``) or an object
+            with ``name`` and ``count``. Default: the one the database was created with
+            (cl100k_base for a new database).
+        synchronous: ``"NORMAL"`` (default; durable against process crashes) or
+            ``"FULL"`` (also against power loss).
+        busy_timeout: Seconds to wait for another writer's lock, per attempt.
+
+    Raises:
+        StoreOpenError: If the path cannot be opened as a nexus_store database.
+        SchemaOutOfDate: If the database was written by a newer nexus_store.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | sqlite_utils.Database | None = None,
+        *,
+        memory: bool = False,
+        counter: str | TokenCounter | None = None,
+        synchronous: str = "NORMAL",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        if synchronous.upper() not in ("NORMAL", "FULL", "OFF", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self.filename: Path | None = None
+        created = False
+        if isinstance(path, sqlite_utils.Database):
+            self.db = path
+            path.conn.isolation_level = None
+        elif memory or path is None or str(path) == ":memory:":
+            if path is None and not memory:
+                raise ValueError("give a database path, or memory=True")
+            self.db = sqlite_utils.Database(
+                connection.connect(":memory:", timeout=busy_timeout), execute_plugins=False
+            )
+        else:
+            self.filename = Path(path)
+            if self.filename.exists():
+                connection.check_existing(self.filename)
+            else:
+                connection.create_private(self.filename)
+                created = True
+            conn = connection.connect(str(self.filename), timeout=busy_timeout)
+            self.db = sqlite_utils.Database(conn, execute_plugins=False)
+        self.conn: sqlite3.Connection = self.db.conn
+        try:
+            self._configure(synchronous.upper(), busy_timeout)
+            self._check_ours()
+            self._migrate()
+            self.counter = self._resolve_counter(counter)
+        except BaseException:
+            self.conn.close()
+            if created and self.filename is not None:
+                with contextlib.suppress(OSError):
+                    self.filename.unlink()
+            raise
+
+    # -- opening -------------------------------------------------------------------
+
+    def _configure(self, synchronous: str, busy_timeout: float) -> None:
+        try:
+            if self.filename is not None:
+                mode = self.conn.execute("pragma journal_mode=wal").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreOpenError(f"cannot switch {self.filename} to WAL mode (got {mode})")
+            self.conn.execute(f"pragma synchronous={synchronous}")
+            self.conn.execute("pragma foreign_keys=on")
+            self.conn.execute(f"pragma busy_timeout={int(busy_timeout * 1000)}")
+        except sqlite3.DatabaseError as err:
+            raise StoreOpenError(f"cannot open {self.filename}: {err}") from None
+
+    def _check_ours(self) -> None:
+        try:
+            tables = {
+                row[0]
+                for row in self.conn.execute("select name from sqlite_master where type = 'table'")
+            }
+        except sqlite3.DatabaseError as err:
+            raise StoreOpenError(f"cannot read {self.filename}: {err}") from None
+        if tables and not (tables & {"_sqlite_migrations", "sessions"}):
+            raise StoreOpenError(
+                f"{self.filename} is a SQLite database of another program (it has tables but no "
+                "nexus_store schema); choose another path"
+            )
+
+    def _migrate(self) -> None:
+        migrations = migrate.build_migrations()
+        for attempt in range(100):
+            try:
+                migrate.ensure_current(self.db, migrations)
+                return
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err) or attempt == 99:
+                    if "readonly" in str(err).lower():
+                        raise StoreOpenError(f"cannot write {self.filename}: read-only") from None
+                    raise
+                time.sleep(0.05 + random.random() * 0.1)
+
+    def _resolve_counter(self, counter: str | TokenCounter | None) -> TokenCounter:
+        row = self.conn.execute("select value from settings where key = 'token_counter'").fetchone()
+        recorded = row[0] if row else None
+        chosen: TokenCounter
+        if counter is None:
+            chosen = get_counter(recorded or DEFAULT_COUNTER)
+        elif isinstance(counter, str):
+            chosen = get_counter(counter)
+        else:
+            chosen = counter
+        if recorded is None:
+            with self.atomic():
+                self.conn.execute(
+                    "insert or ignore into settings (key, value) values ('token_counter', ?)",
+                    [chosen.name],
+                )
+        elif recorded != chosen.name:
+            raise NexusError(
+                f"this database stores token counts made by {recorded!r}, not {chosen.name!r}; "
+                f"open it with counter={recorded!r} so that counts stay comparable"
+            )
+        return chosen
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[Store]:
+        """Run the block in one write transaction (a savepoint when nested).
+
+        The outermost block takes the write lock at once (``BEGIN IMMEDIATE``), waiting
+        and retrying with backoff while another process holds it.
+        """
+        if self.conn.in_transaction:
+            with self.db.atomic():
+                yield self
+            return
+        deadline = time.monotonic() + _BUSY_RETRY_SECONDS
+        delay = 0.005
+        while True:
+            try:
+                self.conn.execute("begin immediate")
+                break
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err) or time.monotonic() > deadline:
+                    raise NexusError(
+                        f"the database is locked by another writer and stayed locked for "
+                        f"{_BUSY_RETRY_SECONDS:.0f}s; try again"
+                    ) from None
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+        try:
+            yield self
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("rollback")
+            raise
+        try:
+            self.conn.execute("commit")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("rollback")
+            raise
+
+    # -- sessions --------------------------------------------------------------------
+
+    def create_session(
+        self,
+        *,
+        id: str | None = None,
+        cwd: str | None = None,
+        title: str | None = None,
+        parent_session: str | None = None,
+        fork_turn: str | None = None,
+        created_utc: str | None = None,
+    ) -> Session:
+        """Create an empty session.
+
+        Args:
+            id: Public id (a new UUID when omitted).
+            cwd: Working directory.
+            title: Display name.
+            parent_session: Id of the session this one forks from.
+            fork_turn: Id of the parent session's turn the fork starts at.
+            created_utc: Creation time (now when omitted).
+
+        Returns:
+            The new session.
+
+        Raises:
+            InvalidEntry: If the id is taken.
+            SessionNotFound: If the parent session does not exist.
+            TurnNotFound: If the fork turn is not in the parent session.
+        """
+        uid = id if id is not None else str(uuid.uuid4())
+        now = created_utc or utc_now()
+        with self.atomic():
+            parent_key = fork_key = None
+            if parent_session is not None:
+                parent_key = self._session_key(parent_session)
+                if fork_turn is not None:
+                    fork_key = self._turn_key(parent_key, parent_session, fork_turn)
+            elif fork_turn is not None:
+                raise InvalidEntry("fork_turn needs parent_session")
+            try:
+                self.conn.execute(
+                    "insert into sessions (uid, cwd, title, created_utc, updated_utc, "
+                    "parent_session_id, fork_turn_id) values (?, ?, ?, ?, ?, ?, ?)",
+                    [uid, cwd, title, now, now, parent_key, fork_key],
+                )
+            except sqlite3.IntegrityError:
+                raise InvalidEntry(f"a session with id {uid!r} already exists") from None
+        return self.get_session(uid)
+
+    def set_title(self, session_id: str, title: str | None) -> Session:
+        """Set a session's display name (stored on the session, not as a turn)."""
+        with self.atomic():
+            key = self._session_key(session_id)
+            self.conn.execute("update sessions set title = ? where id = ?", [title, key])
+        return self.get_session(session_id)
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> Turn:
+        """Append a pi v3 entry as a new turn and make it the active leaf.
+
+        Args:
+            session_id: The session.
+            entry: ``{"type": ..., ...}``. ``"id"`` is optional (generated). Without a
+                ``"parentId"`` key the turn is a child of the active leaf;
+                ``"parentId": None`` makes a new root; a turn id makes a child of it
+                (appending twice to one parent makes a branch).
+
+        Returns:
+            The new turn.
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+            TurnNotFound: If ``parentId`` names no turn of this session.
+            InvalidEntry: If the entry breaks the model's rules (no type, a message
+                without a role, a compaction whose first kept turn is not an ancestor,
+                a duplicated id, ...).
+        """
+        if not isinstance(entry, Mapping):
+            raise InvalidEntry(f"an entry must be a dict, not {type(entry).__name__}")
+        entry = dict(entry)
+        _validate_native(entry)
+        with self.atomic():
+            session_key, leaf_key = self._session_row(session_id)
+            if "parentId" not in entry:
+                parent = self._parent_row(leaf_key) if leaf_key is not None else None
+            elif entry["parentId"] is None:
+                parent = None
+            else:
+                parent = self._parent_by_uid(session_key, session_id, entry["parentId"])
+            if "timestamp" not in entry:
+                entry["timestamp"] = utc_now()
+            turn = self._insert_turn(session_key, session_id, parent, entry, native=True)
+            self.conn.execute(
+                "update sessions set active_leaf_id = ?, updated_utc = ? where id = ?",
+                [self._last_turn_key, utc_now(), session_key],
+            )
+        return turn
+
+    def append_message(
+        self, session_id: str, message: Mapping[str, Any], *, parent_id: Any = ACTIVE_LEAF
+    ) -> Turn:
+        """Append one agent message (a ``message`` turn).
+
+        Args:
+            session_id: The session.
+            message: A pi agent message, e.g. ``{"role": "user", "content": "hi",
+                "timestamp": 0}``.
+            parent_id: ACTIVE_LEAF (default), None for a new root, or a turn id.
+
+        Returns:
+            The new turn.
+        """
+        return self.append_entry(session_id, _with_parent({"type": "message", "message": message}, parent_id))
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        parent_id: Any = ACTIVE_LEAF,
+    ) -> Turn:
+        """Append a whole exchange as one turn carrying several messages, in order."""
+        entry = {"type": "message", "messages": [dict(m) for m in messages]}
+        return self.append_entry(session_id, _with_parent(entry, parent_id))
+
+    def append_compaction(
+        self,
+        session_id: str,
+        summary: str,
+        first_kept_turn_id: str,
+        tokens_before: int,
+        *,
+        parent_id: Any = ACTIVE_LEAF,
+        **fields: Any,
+    ) -> Turn:
+        """Append a compaction turn (its first kept turn must be an ancestor).
+
+        Extra keyword fields (``tokensAfter``, ``trigger``, ``layer``, ``details``,
+        ``customInstruction``, ``messagesCompacted``) are stored on the entry.
+        """
+        entry = {
+            "type": "compaction",
+            "summary": summary,
+            "firstKeptEntryId": first_kept_turn_id,
+            "tokensBefore": tokens_before,
+            **fields,
+        }
+        return self.append_entry(session_id, _with_parent(entry, parent_id))
+
+    def append_branch_summary(
+        self, session_id: str, from_id: str | None, summary: str, *, details: Any = None
+    ) -> Turn:
+        """Go back to ``from_id`` (None: before the first turn) with a summary of the branch left.
+
+        As pi's ``branchWithSummary``: the summary turn becomes a child of ``from_id``
+        and the new active leaf.
+        """
+        entry: dict[str, Any] = {
+            "type": "branch_summary",
+            "parentId": from_id,
+            "fromId": from_id if from_id is not None else "root",
+            "summary": summary,
+        }
+        if details is not None:
+            entry["details"] = details
+        return self.append_entry(session_id, entry)
+
+    def set_label(self, session_id: str, target_id: str, label: str | None) -> Turn:
+        """Set (or clear, with None or "") the label of a turn, as a ``label`` turn."""
+        self.get_turn(session_id, target_id)
+        entry: dict[str, Any] = {"type": "label", "targetId": target_id}
+        if label is not None:
+            entry["label"] = label
+        return self.append_entry(session_id, entry)
+
+    def navigate(self, session_id: str, turn_id: str | None) -> Session:
+        """Move the active leaf to ``turn_id`` (None: before the first turn).
+
+        The next append without an explicit parent continues from there; nothing is
+        deleted.
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+            TurnNotFound: If the turn is not in the session.
+        """
+        with self.atomic():
+            session_key, _ = self._session_row(session_id)
+            key = None if turn_id is None else self._turn_key(session_key, session_id, turn_id)
+            self.conn.execute(
+                "update sessions set active_leaf_id = ?, updated_utc = ? where id = ?",
+                [key, utc_now(), session_key],
+            )
+        return self.get_session(session_id)
+
+    # -- internals shared with importers -------------------------------------------------
+
+    def _session_row(self, session_id: str) -> tuple[int, int | None]:
+        row = self.conn.execute(
+            "select id, active_leaf_id from sessions where uid = ?", [session_id]
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return row[0], row[1]
+
+    def _session_key(self, session_id: str) -> int:
+        return self._session_row(session_id)[0]
+
+    def _turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
+        row = self.conn.execute(
+            "select id from turns where session_id = ? and uid = ?", [session_key, turn_id]
+        ).fetchone()
+        if row is None:
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
+        return int(row[0])
+
+    def _parent_row(self, key: int) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self.conn.execute(
+            f"select {_PARENT_COLUMNS} from turns where id = ?", [key]
+        ).fetchone()
+        return row
+
+    def _parent_by_uid(self, session_key: int, session_id: str, uid: Any) -> tuple[Any, ...]:
+        if not isinstance(uid, str):
+            raise InvalidEntry(f"parentId must be a turn id (a string) or None, not {uid!r}")
+        row: tuple[Any, ...] | None = self.conn.execute(
+            f"select {_PARENT_COLUMNS} from turns where session_id = ? and uid = ?",
+            [session_key, uid],
+        ).fetchone()
+        if row is None:
+            raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
+        return row
+
+    def _uid_of(self, key: int | None) -> str | None:
+        if key is None:
+            return None
+        row = self.conn.execute("select uid from turns where id = ?", [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def _is_ancestor(self, ancestor: int, ancestor_depth: int, node: tuple[Any, ...]) -> bool:
+        """Whether turn ``ancestor`` is ``node`` (a parent row) or one of its ancestors."""
+        if node[_P_DEPTH] < ancestor_depth:
+            return False
+        row = self.conn.execute(
+            "with recursive up(id, parent_id, depth) as ("
+            " select id, parent_id, depth from turns where id = ?"
+            " union all select t.id, t.parent_id, t.depth from up join turns t on t.id = up.parent_id"
+            " where up.depth > ?) select id from up where depth = ?",
+            [node[_P_ID], ancestor_depth, ancestor_depth],
+        ).fetchone()
+        return row is not None and row[0] == ancestor
+
+    def _insert_turn(
+        self,
+        session_key: int,
+        session_id: str,
+        parent: tuple[Any, ...] | None,
+        entry: dict[str, Any],
+        *,
+        native: bool,
+        patch: Mapping[str, Any] | None = None,
+    ) -> Turn:
+        """Insert one turn (and its messages) under ``parent``; inside a transaction."""
+        kind = entry["type"] if isinstance(entry.get("type"), str) else "unknown"
+        skip = set(_SKIP) if isinstance(entry.get("type"), str) else {"id", "parentId"}
+        message_dicts: list[dict[str, Any]] = []
+        if kind == "message":
+            if isinstance(entry.get("message"), dict):
+                message_dicts = [entry["message"]]
+                skip.add("message")
+            elif isinstance(entry.get("messages"), list) and all(
+                isinstance(m, dict) for m in entry["messages"]
+            ):
+                message_dicts = entry["messages"]
+                skip.add("messages")
+                if len(message_dicts) == 1:
+                    # One message is an ordinary pi entry; store and return it as one.
+                    entry["message"] = entry.pop("messages")[0]
+                    skip.add("message")
+        elif kind == "custom_message" and "content" in entry:
+            message_dicts = [{"role": "custom", "content": entry["content"]}]
+            skip.add("content")
+        counts = [message_tokens(self.counter, m) for m in message_dicts]
+        fields = encode_entry_fields(entry, frozenset(skip))
+        tokens = sum(counts)
+        if kind in ("branch_summary", "compaction"):
+            summary = entry.get("summary")
+            if isinstance(summary, str) and summary:
+                tokens = message_tokens(self.counter, {"role": "compactionSummary", "summary": summary})
+        # path values from the parent
+        depth = 0 if parent is None else parent[_P_DEPTH] + 1
+        path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
+        seq_row = self.conn.execute(
+            "select max(seq) from turns where session_id = ?", [session_key]
+        ).fetchone()
+        seq = 0 if seq_row[0] is None else seq_row[0] + 1
+        # The write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours: knowing the
+        # key before the insert lets a compaction point at itself without an update.
+        key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
+        if parent is not None and parent[_P_SEQ] == seq - 1:
+            run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
+        else:
+            run_start, run_parent = seq, None if parent is None else parent[_P_ID]
+        model_json = None if parent is None else parent[_P_MODEL]
+        thinking = "off" if parent is None else parent[_P_THINKING]
+        if kind == "model_change":
+            model = {k: entry[v] for k, v in (("provider", "provider"), ("modelId", "modelId")) if v in entry}
+            model_json = dumps(model)
+        elif kind == "thinking_level_change":
+            level = entry.get("thinkingLevel")
+            thinking = level if isinstance(level, str) else None
+        for message in message_dicts:
+            if message.get("role") == "assistant":
+                model = {k: message[v] for k, v in (("provider", "provider"), ("modelId", "model")) if v in message}
+                model_json = dumps(model)
+        first_kept_key = None
+        if kind == "compaction":
+            path_tokens_after = path_tokens
+            first_uid = entry.get("firstKeptEntryId")
+            kept: tuple[Any, ...] | None = None
+            if isinstance(first_uid, str):
+                kept = self.conn.execute(
+                    f"select {_PARENT_COLUMNS} from turns where session_id = ? and uid = ?",
+                    [session_key, first_uid],
+                ).fetchone()
+            if kept is not None and parent is not None and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent):
+                first_kept_key = kept[_P_ID]
+                own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
+                context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
+            elif native:
+                raise InvalidEntry(
+                    f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
+                    f"compaction in session {session_id!r}; keep a turn on the path to its parent"
+                )
+            else:
+                context_tokens = tokens
+            compaction_count = 1 + (0 if parent is None else parent[_P_COUNT])
+            path_tokens = path_tokens_after
+        else:
+            path_tokens += tokens
+            context_tokens = tokens + (0 if parent is None else parent[_P_CTX_TOKENS])
+            compaction_count = 0 if parent is None else parent[_P_COUNT]
+        uid = entry.get("id")
+        generated = not isinstance(uid, str)
+        if generated and "id" in entry and native:
+            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+        values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
+        values.update(fields)
+        values.update(
+            session_id=session_key,
+            parent_id=None if parent is None else parent[_P_ID],
+            seq=seq,
+            kind=kind,
+            depth=depth,
+            tokens=tokens,
+            path_tokens=path_tokens,
+            context_tokens=context_tokens,
+            id=key,
+            compaction_id=key if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION]),
+            compaction_count=compaction_count,
+            active_model_json=model_json,
+            active_thinking_level=thinking,
+            run_start_seq=run_start,
+            run_parent_id=run_parent,
+            first_kept_turn_id=first_kept_key,
+            source_patch_json=dumps(patch) if patch else None,
+        )
+        for _attempt in range(100):
+            values["uid"] = secrets.token_hex(4) if generated else uid
+            try:
+                self.conn.execute(INSERT_TURN_SQL, values)
+                break
+            except sqlite3.IntegrityError as err:
+                if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(err):
+                    raise
+                if not generated:
+                    raise InvalidEntry(
+                        f"a turn with id {uid!r} already exists in session {session_id!r}"
+                    ) from None
+        rows = []
+        for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
+            row = encode_message(message, count)
+            row["turn_id"] = key
+            row["idx"] = idx
+            rows.append(row)
+        if rows:
+            self.conn.executemany(INSERT_MESSAGE_SQL, rows)
+        self._last_turn_key = key
+        final = dict(entry)
+        final["id"] = values["uid"]
+        final["parentId"] = None if parent is None else parent[-1]
+        return Turn.model_construct(
+            id=values["uid"],
+            session_id=session_id,
+            parent_id=final["parentId"],
+            kind=kind,
+            seq=seq,
+            timestamp=values["created_utc"],
+            depth=depth,
+            tokens=tokens,
+            path_tokens=path_tokens,
+            context_tokens=context_tokens,
+            compactions=compaction_count,
+            compaction_id=self._uid_of(values["compaction_id"]),
+            model=None if model_json is None else json.loads(model_json),
+            thinking_level=thinking,
+            entry=final,
+        )
+
+
+def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
+    if parent_id is not ACTIVE_LEAF:
+        entry["parentId"] = parent_id
+    return entry
+
+
+def _validate_native(entry: dict[str, Any]) -> None:
+    kind = entry.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidEntry(f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}")
+    if kind == "session":
+        raise InvalidEntry("'session' is a transcript header, not an entry; use create_session()")
+    if kind == "message":
+        if "message" in entry:
+            message = entry["message"]
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise InvalidEntry("a message entry needs 'message': a dict with a 'role' string")
+        elif "messages" in entry:
+            messages = entry["messages"]
+            if (
+                not isinstance(messages, list)
+                or not messages
+                or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            ):
+                raise InvalidEntry("'messages' must be a non-empty list of dicts with a 'role' string")
+        else:
+            raise InvalidEntry("a message entry needs a 'message' dict")
+    elif kind == "compaction":
+        if not isinstance(entry.get("summary"), str):
+            raise InvalidEntry("a compaction entry needs a 'summary' string")
+        if not isinstance(entry.get("firstKeptEntryId"), str):
+            raise InvalidEntry("a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn")
+    elif kind == "label" and not isinstance(entry.get("targetId"), str):
+        raise InvalidEntry("a label entry needs a 'targetId' string")

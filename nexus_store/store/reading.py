@@ -1,0 +1,396 @@
+"""The store's reading methods: sessions, turns, tree navigation, context and status.
+
+Mixed into `Store`; every method reads through the store's connection. Context
+assembly is one SQL query (`CONTEXT_SQL`) whose cost follows the size of the
+context; status reads the path values stored on the leaf and costs O(1).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nexus_store.assemble import build_messages
+from nexus_store.errors import SessionNotFound, TurnNotFound
+from nexus_store.models import Context, ContextStatus, Session, Turn
+from nexus_store.policy_basics import DEFAULT_WINDOW, degradation, trigger_threshold
+from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts
+from nexus_store.store.sql import CONTEXT_SQL, PATH_SQL, SESSION_SQL, TURN_SQL
+
+if TYPE_CHECKING:
+    from nexus_store.tokens import TokenCounter
+
+__all__ = ["ReadingMixin"]
+
+_FIELD_COLUMNS = [column for _, column, _ in TURN_FIELD_COLUMNS]
+_TURN_SELECT = TURN_SQL.format(fields=", ".join(f"t.{c}" for c in _FIELD_COLUMNS))
+_N_BASE = 16  # columns of TURN_SQL before the entry field columns
+_MESSAGE_SELECT = (
+    "select turn_id, role, content_kind, content_json, text, tool_call_id, tool_name, is_error, "
+    "provider, model, api, stop_reason, timestamp_ms, extra_json from messages"
+)
+
+
+class ReadingMixin:
+    """Reading methods of `Store` (see there)."""
+
+    conn: sqlite3.Connection
+    counter: TokenCounter
+
+    # -- helpers the writing side provides --------------------------------------------
+    def _session_row(self, session_id: str) -> tuple[int, int | None]:
+        raise NotImplementedError
+
+    def _turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
+        raise NotImplementedError
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def _session_from_row(self, row: Sequence[Any]) -> Session:
+        return Session(
+            id=row[0],
+            cwd=row[1],
+            title=row[2],
+            created_utc=row[3],
+            updated_utc=row[4],
+            active_leaf=row[5],
+            parent_session=row[6],
+            fork_turn=row[7],
+            source_format=row[8],
+            source_path=row[9],
+            source_id=row[10],
+            flush_epoch=row[11],
+            turn_count=row[12],
+        )
+
+    def find_session(self, session_id: str) -> Session | None:
+        """Return the session with this id, or None."""
+        row = self.conn.execute(SESSION_SQL + " where s.uid = ?", [session_id]).fetchone()
+        return None if row is None else self._session_from_row(row)
+
+    def get_session(self, session_id: str) -> Session:
+        """Return the session with this id.
+
+        Raises:
+            SessionNotFound: If there is none.
+        """
+        session = self.find_session(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return session
+
+    def iter_sessions(self) -> Iterator[Session]:
+        """Yield every session, most recently updated first."""
+        for row in self.conn.execute(SESSION_SQL + " order by s.updated_utc desc, s.id desc"):
+            yield self._session_from_row(row)
+
+    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        """Return sessions, most recently updated first (at most ``limit``)."""
+        sql = SESSION_SQL + " order by s.updated_utc desc, s.id desc"
+        params: list[Any] = []
+        if limit is not None:
+            sql += " limit ?"
+            params.append(limit)
+        return [self._session_from_row(row) for row in self.conn.execute(sql, params)]
+
+    def resolve_session(self, ref: str) -> Session:
+        """Find a session by id, unique id prefix, or ``latest`` (most recently updated).
+
+        Raises:
+            SessionNotFound: If nothing or more than one session matches.
+        """
+        exact = self.find_session(ref)
+        if exact is not None:
+            return exact
+        if ref == "latest":
+            sessions = self.list_sessions(limit=1)
+            if not sessions:
+                raise SessionNotFound("there are no sessions in this database yet")
+            return sessions[0]
+        pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self.conn.execute(
+            "select uid from sessions where uid like ? escape '\\' limit 2", [pattern]
+        ).fetchall()
+        if len(rows) == 1:
+            return self.get_session(rows[0][0])
+        if not rows:
+            raise SessionNotFound(f"no session with id or id prefix {ref!r}")
+        raise SessionNotFound(f"{ref!r} is the prefix of several sessions; give more of the id")
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def _messages_of(self, keys: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+        found: dict[int, list[dict[str, Any]]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            sql = f"{_MESSAGE_SELECT} where turn_id in ({marks}) order by turn_id, idx"
+            for row in self.conn.execute(sql, chunk):
+                found.setdefault(row[0], []).append(
+                    decode_message(row[1], row[2], row[3], row[4], tuple(row[5:13]), row[13])
+                )
+        return found
+
+    def _turns_from_rows(self, session_id: str, rows: list[Sequence[Any]]) -> list[Turn]:
+        messages = self._messages_of([row[0] for row in rows])
+        turns = []
+        for row in rows:
+            columns = dict(zip(_FIELD_COLUMNS, row[_N_BASE:], strict=True))
+            entry = entry_from_parts(row[3], row[1], row[2], columns, row[14])
+            found = messages.get(row[0], [])
+            if row[3] == "message" and found:
+                if len(found) > 1:
+                    entry["messages"] = found
+                else:
+                    entry["message"] = found[0]
+            elif row[3] == "custom_message" and found and "content" in found[0]:
+                entry["content"] = found[0]["content"]
+            turns.append(
+                Turn.model_construct(
+                    id=row[1],
+                    session_id=session_id,
+                    parent_id=row[2],
+                    kind=row[3],
+                    seq=row[4],
+                    timestamp=row[5],
+                    depth=row[6],
+                    tokens=row[7],
+                    path_tokens=row[8],
+                    context_tokens=row[9],
+                    compactions=row[10],
+                    compaction_id=row[11],
+                    model=None if row[12] is None else json.loads(row[12]),
+                    thinking_level=row[13],
+                    entry=entry,
+                )
+            )
+        return turns
+
+    def find_turn(self, session_id: str, turn_id: str) -> Turn | None:
+        """Return a turn of the session, or None."""
+        session_key, _ = self._session_row(session_id)
+        rows = self.conn.execute(
+            _TURN_SELECT + " where t.session_id = ? and t.uid = ?", [session_key, turn_id]
+        ).fetchall()
+        turns = self._turns_from_rows(session_id, rows)
+        return turns[0] if turns else None
+
+    def get_turn(self, session_id: str, turn_id: str) -> Turn:
+        """Return a turn of the session.
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+            TurnNotFound: If the turn is not in it.
+        """
+        turn = self.find_turn(session_id, turn_id)
+        if turn is None:
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
+        return turn
+
+    def iter_turns(self, session_id: str, *, batch: int = 1000) -> Iterator[Turn]:
+        """Yield every turn of the session in append order, a batch at a time."""
+        session_key, _ = self._session_row(session_id)
+        last = -1
+        while True:
+            rows = self.conn.execute(
+                _TURN_SELECT + " where t.session_id = ? and t.seq > ? order by t.seq limit ?",
+                [session_key, last, batch],
+            ).fetchall()
+            if not rows:
+                return
+            yield from self._turns_from_rows(session_id, rows)
+            last = rows[-1][4]
+
+    def children(self, session_id: str, turn_id: str | None) -> list[Turn]:
+        """Return the children of a turn (roots for None), in append order."""
+        session_key, _ = self._session_row(session_id)
+        if turn_id is None:
+            where, params = "t.session_id = ? and t.parent_id is null", [session_key]
+        else:
+            key = self._turn_key(session_key, session_id, turn_id)
+            where, params = "t.parent_id = ?", [key]
+        rows = self.conn.execute(_TURN_SELECT + f" where {where} order by t.seq", params).fetchall()
+        return self._turns_from_rows(session_id, rows)
+
+    def leaves(self, session_id: str) -> list[Turn]:
+        """Return the turns without children (the tips of every branch), in append order."""
+        session_key, _ = self._session_row(session_id)
+        rows = self.conn.execute(
+            _TURN_SELECT
+            + " where t.session_id = ? and not exists (select 1 from turns c where c.parent_id = t.id)"
+            " order by t.seq",
+            [session_key],
+        ).fetchall()
+        return self._turns_from_rows(session_id, rows)
+
+    def _leaf_key(self, session_id: str, leaf_id: str | None) -> tuple[int, int | None]:
+        session_key, active = self._session_row(session_id)
+        if leaf_id is None:
+            return session_key, active
+        return session_key, self._turn_key(session_key, session_id, leaf_id)
+
+    def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
+        rows = self.conn.execute(
+            PATH_SQL, {"leaf": leaf_key, "session": session_key, "stop_depth": stop_depth}
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def path(self, session_id: str, leaf_id: str | None = None) -> list[Turn]:
+        """Return the turns from the root to a leaf (default: the active leaf), root first."""
+        session_key, leaf_key = self._leaf_key(session_id, leaf_id)
+        if leaf_key is None:
+            return []
+        keys = self._path_keys(session_key, leaf_key)
+        rows: list[Sequence[Any]] = []
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows.extend(
+                self.conn.execute(
+                    _TURN_SELECT + f" where t.id in ({marks}) order by t.depth", chunk
+                ).fetchall()
+            )
+        return self._turns_from_rows(session_id, rows)
+
+    def common_ancestor(self, session_id: str, a: str, b: str) -> Turn | None:
+        """Return the deepest turn on the paths to both ``a`` and ``b`` (None if none)."""
+        session_key, _ = self._session_row(session_id)
+        key_a = self._turn_key(session_key, session_id, a)
+        key_b = self._turn_key(session_key, session_id, b)
+        on_a = set(self._path_keys(session_key, key_a))
+        for key in reversed(self._path_keys(session_key, key_b)):
+            if key in on_a:
+                uid = self.conn.execute("select uid from turns where id = ?", [key]).fetchone()[0]
+                return self.get_turn(session_id, uid)
+        return None
+
+    def labels(self, session_id: str) -> dict[str, str]:
+        """Return each labelled turn's current label (pi: the latest label entry wins)."""
+        session_key, _ = self._session_row(session_id)
+        labels: dict[str, str] = {}
+        for target, label, extra in self.conn.execute(
+            "select target_uid, label, extra_json from turns "
+            "where session_id = ? and kind = 'label' order by seq",
+            [session_key],
+        ):
+            if label is None and extra:
+                value = json.loads(extra).get("label")
+                label = value if isinstance(value, str) else None
+            if target is None:
+                continue
+            if label:
+                labels[target] = label
+            else:
+                labels.pop(target, None)
+        return labels
+
+    # -- context -------------------------------------------------------------------------
+
+    def context(self, session_id: str, leaf_id: str | None = None) -> Context:
+        """Assemble the context of a leaf (default: the active leaf) with pi's semantics.
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf; None for the session's active leaf.
+
+        Returns:
+            The messages pi's buildSessionContext would give, with model, thinking
+            level and token count.
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+            TurnNotFound: If the leaf is not in the session.
+        """
+        session_key, leaf_key = self._leaf_key(session_id, leaf_id)
+        if leaf_key is None:
+            return Context.model_construct(
+                session_id=session_id,
+                leaf_id=None,
+                messages=[],
+                model=None,
+                thinking_level="off",
+                tokens=0,
+                turn_ids=[],
+            )
+        leaf = self.conn.execute(
+            "select t.uid, t.kind, t.compaction_id, t.context_tokens, t.active_model_json, "
+            "t.active_thinking_level, c.depth, k.depth "
+            "from turns t left join turns c on c.id = t.compaction_id "
+            "left join turns k on k.id = c.first_kept_turn_id where t.id = ?",
+            [leaf_key],
+        ).fetchone()
+        compaction = leaf[2]
+        stop_depth = leaf[7] if leaf[7] is not None else (leaf[6] if leaf[6] is not None else 0)
+        rows = self.conn.execute(
+            CONTEXT_SQL,
+            {
+                "leaf": leaf_key,
+                "session": session_key,
+                "stop_depth": stop_depth,
+                "compaction": compaction,
+            },
+        )
+        messages, turn_ids = build_messages(rows, compaction)
+        return Context.model_construct(
+            session_id=session_id,
+            leaf_id=leaf[0],
+            messages=messages,
+            model=None if leaf[4] is None else json.loads(leaf[4]),
+            thinking_level=leaf[5],
+            tokens=leaf[3],
+            turn_ids=turn_ids,
+        )
+
+    def status(
+        self, session_id: str, leaf_id: str | None = None, *, window: int = DEFAULT_WINDOW
+    ) -> ContextStatus:
+        """How full a leaf's context is and how often its path was compacted, in O(1).
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf; None for the active leaf.
+            window: The model's context window in tokens.
+
+        Returns:
+            Tokens, window, percent, compactions on the path, the last compaction and
+            the degradation risk.
+        """
+        if window <= 0:
+            raise ValueError(f"window must be a positive number of tokens, not {window}")
+        session_key, leaf_key = self._leaf_key(session_id, leaf_id)
+        tokens = compactions = 0
+        leaf_uid = None
+        last: dict[str, Any] | None = None
+        if leaf_key is not None:
+            row = self.conn.execute(
+                "select t.uid, t.context_tokens, t.compaction_count, c.uid, c.created_utc, "
+                "c.tokens_before, c.tokens_after, c.trigger, c.layer, c.messages_compacted "
+                "from turns t left join turns c on c.id = t.compaction_id where t.id = ?",
+                [leaf_key],
+            ).fetchone()
+            leaf_uid, tokens, compactions = row[0], row[1], row[2]
+            if row[3] is not None:
+                last = {
+                    "id": row[3],
+                    "timestamp": row[4],
+                    "tokens_before": row[5],
+                    "tokens_after": row[6],
+                    "trigger": row[7],
+                    "layer": row[8],
+                    "messages_compacted": row[9],
+                }
+        risk, recommendation = degradation(compactions)
+        return ContextStatus(
+            session_id=session_id,
+            leaf_id=leaf_uid,
+            tokens=tokens,
+            window=window,
+            percent=round(tokens / window * 100, 2),
+            compactions=compactions,
+            last_compaction=last,
+            risk=risk,
+            recommendation=recommendation,
+            threshold=trigger_threshold(window),
+        )

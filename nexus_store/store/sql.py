@@ -1,0 +1,147 @@
+"""The store's multi-line SQL, each statement with a comment on its shape.
+
+Walking a path uses *runs*: a run is a chain of turns whose seq numbers follow one
+another (each turn the child of the previous seq), which is how a conversation is
+written. Every turn stores the first seq of its run and the parent of that first
+turn, so the path from a leaf to the root is a handful of seq ranges, one per
+branch point, found by a recursive CTE over runs; the turns themselves are then
+read by index range scans. The cost follows the number of turns returned, plus one
+step per branch point, never the depth of the history above the context.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONTEXT_SQL",
+    "INSERT_MESSAGE_SQL",
+    "INSERT_TURN_SQL",
+    "PATH_SQL",
+    "SESSION_SQL",
+    "TURN_COLUMNS",
+    "TURN_SQL",
+]
+
+TURN_COLUMNS = (
+    "id",
+    "session_id",
+    "uid",
+    "parent_id",
+    "seq",
+    "kind",
+    "created_utc",
+    "depth",
+    "tokens",
+    "path_tokens",
+    "context_tokens",
+    "compaction_id",
+    "compaction_count",
+    "active_model_json",
+    "active_thinking_level",
+    "run_start_seq",
+    "run_parent_id",
+    "extra_json",
+    "source_patch_json",
+    "summary",
+    "first_kept_uid",
+    "first_kept_turn_id",
+    "tokens_before",
+    "tokens_after",
+    "trigger",
+    "layer",
+    "custom_instruction",
+    "messages_compacted",
+    "details_json",
+    "from_hook",
+    "from_uid",
+    "custom_type",
+    "display",
+    "data_json",
+    "provider",
+    "model_id",
+    "thinking_level",
+    "target_uid",
+    "label",
+    "name",
+)
+
+INSERT_TURN_SQL = "insert into turns ({}) values ({})".format(
+    ", ".join(TURN_COLUMNS), ", ".join(f":{c}" for c in TURN_COLUMNS)
+)
+
+INSERT_MESSAGE_SQL = """
+insert into messages (
+    turn_id, idx, role, content_kind, content_json, text, tokens, tool_call_id, tool_name,
+    is_error, provider, model, api, stop_reason, timestamp_ms, input_tokens, output_tokens,
+    cache_read_tokens, cache_write_tokens, total_tokens, cost, extra_json
+) values (
+    :turn_id, :idx, :role, :content_kind, :content_json, :text, :tokens, :tool_call_id,
+    :tool_name, :is_error, :provider, :model, :api, :stop_reason, :timestamp_ms, :input_tokens,
+    :output_tokens, :cache_read_tokens, :cache_write_tokens, :total_tokens, :cost, :extra_json
+)
+"""
+
+# A session row with its turn count and the public ids of its leaf and fork links.
+SESSION_SQL = """
+select s.uid, s.cwd, s.title, s.created_utc, s.updated_utc, leaf.uid, parent.uid, fork.uid,
+       s.source_format, s.source_path, s.source_id, s.flush_epoch,
+       (select count(*) from turns c where c.session_id = s.id)
+from sessions s
+left join turns leaf on leaf.id = s.active_leaf_id
+left join sessions parent on parent.id = s.parent_session_id
+left join turns fork on fork.id = s.fork_turn_id
+"""
+
+# Turn rows (every column) with the public ids of the parent and nearest compaction;
+# callers add a where clause on t.
+TURN_SQL = """
+select t.id, t.uid, p.uid, t.kind, t.seq, t.created_utc, t.depth, t.tokens, t.path_tokens,
+       t.context_tokens, t.compaction_count, c.uid, t.active_model_json,
+       t.active_thinking_level, t.extra_json, t.source_patch_json, {fields}
+from turns t
+left join turns p on p.id = t.parent_id
+left join turns c on c.id = t.compaction_id
+"""
+
+# The runs (seq ranges) on the path from :leaf up to the turn at depth :stop_depth,
+# then the turns of those ranges at or below that depth, ordered root first.
+# seg.end_depth - (seg.end_seq - seg.start_seq) is the depth of the run's first turn.
+PATH_SQL = """
+with recursive seg(start_seq, end_seq, end_depth, jump) as (
+    select run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
+    union all
+    select p.run_start_seq, p.seq, p.depth, p.run_parent_id
+    from seg join turns p on p.id = seg.jump
+    where seg.end_depth - (seg.end_seq - seg.start_seq) > :stop_depth
+)
+select t.id
+from seg join turns t
+  on t.session_id = :session and t.seq between seg.start_seq and seg.end_seq
+where t.depth >= :stop_depth
+order by t.depth
+"""
+
+# The context of :leaf in one query: the runs from the leaf up to the first kept turn
+# of the latest compaction (:stop_depth is that turn's depth; the compaction's own
+# depth when it keeps nothing before it; 0 without a compaction), the turns of those
+# runs that can produce a message, and their messages. The latest compaction
+# (:compaction) sorts first: it becomes the compactionSummary message.
+CONTEXT_SQL = """
+with recursive seg(start_seq, end_seq, end_depth, jump) as (
+    select run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
+    union all
+    select p.run_start_seq, p.seq, p.depth, p.run_parent_id
+    from seg join turns p on p.id = seg.jump
+    where seg.end_depth - (seg.end_seq - seg.start_seq) > :stop_depth
+)
+select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_uid,
+       t.custom_type, t.display, t.details_json, t.extra_json,
+       m.idx, m.role, m.content_kind, m.content_json, m.text,
+       m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
+       m.timestamp_ms, m.extra_json
+from seg
+join turns t on t.session_id = :session and t.seq between seg.start_seq and seg.end_seq
+left join messages m on m.turn_id = t.id
+where t.depth >= :stop_depth
+  and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)
+order by t.id = :compaction desc, t.depth, m.idx
+"""
