@@ -231,3 +231,41 @@ def payload_bytes(e: dict[str, Any]) -> int:
         elif b["type"] == "toolCall":
             total += len(json.dumps(b["arguments"]).encode())
     return total
+
+
+def compaction_tail(
+    n: int, *, seed: int = 42, near: int = 40, keep: int = 40
+) -> list[dict[str, Any]]:
+    """Entries that turn a plain ``history(n)`` into a compacted one: a compaction turn
+    after the leaf that keeps the ``keep`` turns before it, then ``near - 1`` more turns.
+
+    Used for the largest histories, where building a second copy just to move one
+    compaction would double the setup time.
+    """
+    g = Generator(seed + 1)
+    out: list[dict[str, Any]] = []
+    parent = entry_id(n - 1)
+    for i in range(n, n + near):
+        g.seq = i
+        iso, _ = g._ts(i)
+        if i == n:
+            e: dict[str, Any] = {
+                "type": "compaction",
+                "id": entry_id(i),
+                "parentId": parent,
+                "timestamp": iso,
+                "summary": "## Goal\n" + g.text(800, 2400),
+                "firstKeptEntryId": entry_id(n - keep),
+                "tokensBefore": 150_000 + i,
+            }
+        else:
+            e = {
+                "type": "message",
+                "id": entry_id(i),
+                "parentId": parent,
+                "timestamp": iso,
+                "message": g.message(),
+            }
+        out.append(e)
+        parent = e["id"]
+    return out
