@@ -72,14 +72,14 @@ class Config:
         if quick:
             return cls(
                 quick=True,
-                append_n=300,
+                append_n=200,
                 context_sizes=[1_000, 10_000],
                 caps={"jsonl": 100_000, "pi": 100_000, "openai": 100_000, "langgraph": 100},
-                branch_size=1_000,
+                branch_size=500,
                 n_branches=100,
-                status_size=10_000,
-                import_mb=[8],
-                budget_s=0.4,
+                status_size=5_000,
+                import_mb=[4],
+                budget_s=0.2,
                 langgraph_sizes=[100],
             )
         return cls(
@@ -282,7 +282,7 @@ def _context_once(cfg: Config, res: Results, peer: Peer, wl: str, n: int, setup:
         res.add(wl + " (warm, in memory)", name, n, warm, count=count)
     else:
         count = peer.context()
-        times = measure(peer.context, budget, min_reps=3 if n < 100_000 else 2)
+        times = measure(peer.context, budget, min_reps=2 if cfg.quick or n >= 100_000 else 5)
         rec = res.add(wl, name, n, times, count=count)
     res.counts.setdefault((wl, n), {})[name] = count
     print(
@@ -859,16 +859,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             peers.append(cls)
     t0 = time.perf_counter()
-    if "context" in wanted or "storage" in wanted:
-        run_context(cfg, peers, res)
-    if "status" in wanted:
-        run_status(cfg, peers, res)
-    if "branches" in wanted:
-        run_branches(cfg, peers, res)
-    if "append" in wanted:
-        run_append(cfg, peers, res)
-    if "import" in wanted:
-        run_import(cfg, peers, res)
+    phases: list[tuple[str, Callable[[Config, list[type[Peer]], Results], None]]] = [
+        ("context", run_context),
+        ("status", run_status),
+        ("branches", run_branches),
+        ("append", run_append),
+        ("import", run_import),
+    ]
+    for name, fn in phases:
+        if name in wanted or (name == "context" and "storage" in wanted):
+            t1 = time.perf_counter()
+            fn(cfg, peers, res)
+            print(f"  ({name}: {time.perf_counter() - t1:.0f} s)", flush=True)
     res.note(f"wall time {time.perf_counter() - t0:.0f} s")
     text = table(res, cfg, info)
     print("\n" + text)
