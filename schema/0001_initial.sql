@@ -25,7 +25,8 @@ create table sessions (
     source_id text,                        -- the transcript's own session id (idempotent re-import)
     source_version integer,
     header_json text,                      -- header fields without a column, for lossless export
-    flush_epoch integer not null default 0 -- memory flush: the compaction epoch last flushed
+    flush_epoch integer not null default 0, -- memory flush: the compaction epoch last flushed
+    last_seq integer not null default -1   -- seq of the newest turn (the next one is last_seq + 1)
 );
 create unique index sessions_source on sessions (source_format, source_id);
 
@@ -80,7 +81,8 @@ create table turns (
 create unique index turns_session_uid on turns (session_id, uid);
 create unique index turns_session_seq on turns (session_id, seq);
 create index turns_parent on turns (parent_id);
-create index turns_session_kind on turns (session_id, kind);
+-- Partial: only label turns pay for it (every other append leaves it untouched).
+create index turns_labels on turns (session_id, target_uid) where kind = 'label';
 
 -- The messages a turn carries (one for pi entries; several when a caller appends a
 -- whole exchange at once). `custom_message` turns keep their content here too.

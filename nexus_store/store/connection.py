@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nexus_store.errors import StoreOpenError
 
-__all__ = ["SQLITE_HEADER", "check_existing", "connect", "create_private"]
+__all__ = ["SQLITE_HEADER", "check_existing", "connect", "create_private", "warn_if_shared"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -44,11 +44,14 @@ def check_existing(path: Path) -> None:
             f"{path} is not a SQLite database (it does not start with the SQLite header); "
             "choose another path"
         )
-    mode = path.stat().st_mode
-    if mode & (stat.S_IRGRP | stat.S_IROTH):
+
+
+def warn_if_shared(path: Path) -> None:
+    """Warn when a database file is readable by other users (transcripts hold secrets)."""
+    if path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
         warnings.warn(
             f"{path} is readable by other users; transcripts hold secrets: chmod 600 {path}",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -54,14 +54,32 @@ ACTIVE_LEAF: Any = _ActiveLeaf()
 _SKIP = frozenset({"type", "id", "parentId"})
 _BUSY_RETRY_SECONDS = 30.0
 
-# Columns of the parent row read before an append (see _PARENT_SQL).
+# Columns of the parent row read before an append (see PARENT_COLUMNS).
 _P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
 _P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(
     6, 13
 )
-_PARENT_COLUMNS = (
-    "id, seq, depth, tokens, path_tokens, context_tokens, compaction_id, compaction_count, "
-    "active_model_json, active_thinking_level, run_start_seq, run_parent_id, kind, uid"
+_P_UID, _P_COMPACTION_UID = 13, 14
+PARENT_COLUMNS = (
+    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
+    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
+    "t.run_parent_id, t.kind, t.uid, pc.uid"
+)
+# The session (key, last seq) with the row of the turn a new turn goes under: the
+# active leaf, or the turn named by uid. One read per append.
+_SESSION_AND_LEAF_SQL = (
+    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.id = s.active_leaf_id "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+_SESSION_AND_PARENT_SQL = (
+    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.session_id = s.id and t.uid = ? "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+PARENT_BY_UID_SQL = (
+    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
+    "where t.session_id = ? and t.uid = ?"
 )
 
 
@@ -134,8 +152,10 @@ class Store(ReadingMixin, IngestMixin):
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self.conn: sqlite3.Connection = self.db.conn
         try:
+            self._check_ours()  # before any pragma: refuse a foreign file untouched
+            if self.filename is not None and not created:
+                connection.warn_if_shared(self.filename)
             self._configure(synchronous.upper(), busy_timeout)
-            self._check_ours()
             self._migrate()
             self.counter = self._resolve_counter(counter)
         except BaseException:
@@ -154,6 +174,11 @@ class Store(ReadingMixin, IngestMixin):
                 if str(mode).lower() != "wal":
                     raise StoreOpenError(f"cannot switch {self.filename} to WAL mode (got {mode})")
             self.conn.execute(f"pragma synchronous={synchronous}")
+            # An append dirties ~8 B-tree pages; checkpointing every 10,000 WAL pages
+            # (about 40 MB) instead of SQLite's 1,000 halves the cost of a commit, and the
+            # WAL is truncated back after each checkpoint.
+            self.conn.execute("pragma wal_autocheckpoint=10000")
+            self.conn.execute("pragma journal_size_limit=67108864")
             self.conn.execute("pragma foreign_keys=on")
             self.conn.execute(f"pragma busy_timeout={int(busy_timeout * 1000)}")
         except sqlite3.DatabaseError as err:
@@ -343,19 +368,34 @@ class Store(ReadingMixin, IngestMixin):
         entry = dict(entry)
         _validate_native(entry)
         with self.atomic():
-            session_key, leaf_key = self._session_row(session_id)
-            if "parentId" not in entry:
-                parent = self._parent_row(leaf_key) if leaf_key is not None else None
-            elif entry["parentId"] is None:
-                parent = None
+            explicit = "parentId" in entry and entry["parentId"] is not None
+            if explicit and not isinstance(entry["parentId"], str):
+                raise InvalidEntry(
+                    f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
+                )
+            if explicit:
+                row = self.conn.execute(
+                    _SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
+                ).fetchone()
             else:
-                parent = self._parent_by_uid(session_key, session_id, entry["parentId"])
+                row = self.conn.execute(_SESSION_AND_LEAF_SQL, [session_id]).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+            session_key, last_seq = row[0], row[1]
+            parent = None if row[2] is None or "parentId" in entry and not explicit else row[2:]
+            if explicit and parent is None:
+                raise TurnNotFound(
+                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
+                )
+            now = utc_now()
             if "timestamp" not in entry:
-                entry["timestamp"] = utc_now()
-            turn = self._insert_turn(session_key, session_id, parent, entry, native=True)
+                entry["timestamp"] = now
+            turn = self._insert_turn(
+                session_key, session_id, parent, entry, native=True, seq=last_seq + 1
+            )
             self.conn.execute(
-                "update sessions set active_leaf_id = ?, updated_utc = ? where id = ?",
-                [self._last_turn_key, utc_now(), session_key],
+                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?",
+                [self._last_turn_key, now, turn.seq, session_key],
             )
         return turn
 
@@ -478,7 +518,9 @@ class Store(ReadingMixin, IngestMixin):
 
     def _parent_row(self, key: int) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.conn.execute(
-            f"select {_PARENT_COLUMNS} from turns where id = ?", [key]
+            f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
+            "where t.id = ?",
+            [key],
         ).fetchone()
         return row
 
@@ -486,8 +528,7 @@ class Store(ReadingMixin, IngestMixin):
         if not isinstance(uid, str):
             raise InvalidEntry(f"parentId must be a turn id (a string) or None, not {uid!r}")
         row: tuple[Any, ...] | None = self.conn.execute(
-            f"select {_PARENT_COLUMNS} from turns where session_id = ? and uid = ?",
-            [session_key, uid],
+            PARENT_BY_UID_SQL, [session_key, uid]
         ).fetchone()
         if row is None:
             raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
@@ -520,9 +561,13 @@ class Store(ReadingMixin, IngestMixin):
         entry: dict[str, Any],
         *,
         native: bool,
+        seq: int,
         patch: Mapping[str, Any] | None = None,
     ) -> Turn:
-        """Insert one turn (and its messages) under ``parent``; inside a transaction."""
+        """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
+
+        The caller updates the session's ``last_seq`` (and the active leaf).
+        """
         kind = entry["type"] if isinstance(entry.get("type"), str) else "unknown"
         skip = set(_SKIP) if isinstance(entry.get("type"), str) else {"id", "parentId"}
         message_dicts: list[dict[str, Any]] = []
@@ -552,13 +597,11 @@ class Store(ReadingMixin, IngestMixin):
         # path values from the parent
         depth = 0 if parent is None else parent[_P_DEPTH] + 1
         path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
-        seq_row = self.conn.execute(
-            "select max(seq) from turns where session_id = ?", [session_key]
-        ).fetchone()
-        seq = 0 if seq_row[0] is None else seq_row[0] + 1
-        # The write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours: knowing the
-        # key before the insert lets a compaction point at itself without an update.
-        key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
+        # A compaction points at itself (compaction_id), so its key is taken before the
+        # insert; the write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours.
+        key: int | None = None
+        if kind == "compaction":
+            key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
         if parent is not None and parent[_P_SEQ] == seq - 1:
             run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
         else:
@@ -581,10 +624,7 @@ class Store(ReadingMixin, IngestMixin):
             first_uid = entry.get("firstKeptEntryId")
             kept: tuple[Any, ...] | None = None
             if isinstance(first_uid, str):
-                kept = self.conn.execute(
-                    f"select {_PARENT_COLUMNS} from turns where session_id = ? and uid = ?",
-                    [session_key, first_uid],
-                ).fetchone()
+                kept = self.conn.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
             if kept is not None and parent is not None and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent):
                 first_kept_key = kept[_P_ID]
                 own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
@@ -630,7 +670,7 @@ class Store(ReadingMixin, IngestMixin):
         for _attempt in range(100):
             values["uid"] = secrets.token_hex(4) if generated else uid
             try:
-                self.conn.execute(INSERT_TURN_SQL, values)
+                cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
                 break
             except sqlite3.IntegrityError as err:
                 if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(err):
@@ -639,6 +679,7 @@ class Store(ReadingMixin, IngestMixin):
                     raise InvalidEntry(
                         f"a turn with id {uid!r} already exists in session {session_id!r}"
                     ) from None
+        key = int(cursor.lastrowid) if key is None else key
         rows = []
         for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
             row = encode_message(message, count)
@@ -650,7 +691,7 @@ class Store(ReadingMixin, IngestMixin):
         self._last_turn_key = key
         final = dict(entry)
         final["id"] = values["uid"]
-        final["parentId"] = None if parent is None else parent[-1]
+        final["parentId"] = None if parent is None else parent[_P_UID]
         return Turn.model_construct(
             id=values["uid"],
             session_id=session_id,
@@ -663,7 +704,9 @@ class Store(ReadingMixin, IngestMixin):
             path_tokens=path_tokens,
             context_tokens=context_tokens,
             compactions=compaction_count,
-            compaction_id=self._uid_of(values["compaction_id"]),
+            compaction_id=values["uid"]
+            if kind == "compaction"
+            else (None if parent is None else parent[_P_COMPACTION_UID]),
             model=None if model_json is None else json.loads(model_json),
             thinking_level=thinking,
             entry=final,

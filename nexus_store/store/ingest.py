@@ -109,6 +109,11 @@ class IngestMixin:
             session_key, session_id = self._ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
+            self._last_seq = int(
+                self.conn.execute(
+                    "select last_seq from sessions where id = ?", [session_key]
+                ).fetchone()[0]
+            )
             last_key: int | None = None
             title: str | None = None
             for line, entry, patch in entries:
@@ -120,8 +125,9 @@ class IngestMixin:
                     title = entry["name"].strip() or title
             if last_key is not None:
                 self.conn.execute(
-                    "update sessions set active_leaf_id = ?, updated_utc = ? where id = ?",
-                    [last_key, _now(), session_key],
+                    "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                    "where id = ?",
+                    [last_key, _now(), self._last_seq, session_key],
                 )
             if title:
                 self.conn.execute("update sessions set title = ? where id = ?", [title, session_key])
@@ -220,12 +226,9 @@ class IngestMixin:
                 problem(line, "bad_type", f"parentId {parent_uid!r} is not a string; stored as a root", True)
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             else:
-                parent = self.conn.execute(
-                    "select id, seq, depth, tokens, path_tokens, context_tokens, compaction_id, "
-                    "compaction_count, active_model_json, active_thinking_level, run_start_seq, "
-                    "run_parent_id, kind, uid from turns where session_id = ? and uid = ?",
-                    [session_key, parent_uid],
-                ).fetchone()
+                from nexus_store.store.core import PARENT_BY_UID_SQL
+
+                parent = self.conn.execute(PARENT_BY_UID_SQL, [session_key, parent_uid]).fetchone()
                 if parent is None:
                     problem(
                         line,
@@ -237,8 +240,15 @@ class IngestMixin:
                     patch_out.setdefault("set", {})["parentId"] = parent_uid
         stored_entry = dict(entry)
         stored_entry["parentId"] = None if parent is None else parent_uid
+        self._last_seq += 1
         turn = self._insert_turn(  # type: ignore[attr-defined]
-            session_key, session_id, parent, stored_entry, native=False, patch=patch_out or None
+            session_key,
+            session_id,
+            parent,
+            stored_entry,
+            native=False,
+            seq=self._last_seq,
+            patch=patch_out or None,
         )
         counts.turns += 1
         message = turn.entry.get("messages") or ([turn.entry["message"]] if "message" in turn.entry else [])
@@ -249,6 +259,7 @@ class IngestMixin:
         return key >= self._run_start_key
 
     _run_start_key = 0
+    _last_seq = -1
 
 
 def _now() -> str:

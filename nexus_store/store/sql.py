@@ -65,7 +65,7 @@ TURN_COLUMNS = (
 )
 
 INSERT_TURN_SQL = "insert into turns ({}) values ({})".format(
-    ", ".join(TURN_COLUMNS), ", ".join(f":{c}" for c in TURN_COLUMNS)
+    ", ".join(TURN_COLUMNS), ", ".join("?" for _ in TURN_COLUMNS)
 )
 
 INSERT_MESSAGE_SQL = """
@@ -115,7 +115,8 @@ with recursive seg(start_seq, end_seq, end_depth, jump) as (
 )
 select t.id
 from seg join turns t
-  on t.session_id = :session and t.seq between seg.start_seq and seg.end_seq
+  on t.session_id = :session
+  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
 where t.depth >= :stop_depth
 order by t.depth
 """
@@ -139,7 +140,8 @@ select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_ui
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
        m.timestamp_ms, m.extra_json
 from seg
-join turns t on t.session_id = :session and t.seq between seg.start_seq and seg.end_seq
+join turns t on t.session_id = :session
+  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
 left join messages m on m.turn_id = t.id
 where t.depth >= :stop_depth
   and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)

@@ -1,0 +1,45 @@
+"""The ``nexus-store`` command line: a thin shell over `nexus_store.Store`.
+
+Each command opens the store, calls one library method and renders the result.
+Library errors become one line on stderr and exit code 1 (usage errors: 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from nexus_store import __version__
+from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
+from nexus_store.cli.context import context
+from nexus_store.cli.read import sessions, sql, tree
+
+__all__ = ["cli"]
+
+
+@click.group(cls=NexusGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, prog_name="nexus-store")
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="NEXUS_STORE_DB",
+    help=f"Database file. Default: $NEXUS_STORE_DB, else {default_db_path()}.",
+)
+def cli(db: Path | None) -> None:
+    """Store LLM agent sessions as a tree of turns in SQLite.
+
+    Sessions branch, compaction turns summarize old history without deleting
+    it, and the context of any leaf is assembled by one SQL query.
+
+    \b
+    Example:
+        nexus-store import ~/.pi/agent/sessions
+        nexus-store sessions
+        nexus-store tree latest
+        nexus-store context show latest --json
+    """
+
+
+for command in (sessions, tree, context, sql):
+    cli.add_command(command)

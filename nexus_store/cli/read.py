@@ -1,0 +1,136 @@
+"""Commands that read: sessions, tree, sql."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from nexus_store.cli._common import (
+    default_db_path,
+    echo_json,
+    json_option,
+    open_store,
+    print_table,
+)
+from nexus_store.cli.views import draw_tree, turn_preview
+from nexus_store.store.readonly import run_readonly
+
+__all__ = ["sessions", "sql", "tree"]
+
+
+@click.command()
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many sessions.")
+@json_option
+@click.pass_context
+def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
+    """List sessions, most recently updated first.
+
+    \b
+    Example:
+        nexus-store sessions --limit 10
+        nexus-store sessions --json | jq '.[].id'
+    """
+    store = open_store(ctx)
+    found = store.list_sessions(limit=limit)
+    if as_json:
+        echo_json([s.model_dump() for s in found])
+        return
+    if not found:
+        click.echo("no sessions yet; import some with: nexus-store import PATH")
+        return
+    print_table(
+        ["id", "turns", "updated", "title / cwd", "source"],
+        (
+            [s.id, s.turn_count, s.updated_utc[:19], s.title or s.cwd or "", s.source_format or "native"]
+            for s in found
+        ),
+    )
+
+
+@click.command()
+@click.argument("session")
+@click.option("--width", type=click.IntRange(min=10), default=60, show_default=True,
+              help="Characters of preview per turn.")
+@json_option
+@click.pass_context
+def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
+    """Draw the turn tree of SESSION with ids, kinds and previews.
+
+    SESSION is a session id, a unique prefix of one, or "latest". A chain of
+    turns reads downwards at one indentation; branches indent. The active leaf
+    is marked.
+
+    \b
+    Example:
+        nexus-store tree latest
+        nexus-store tree 5fd1e58c --json
+    """
+    store = open_store(ctx)
+    info = store.resolve_session(session)
+    turns = list(store.iter_turns(info.id))
+    labels = store.labels(info.id)
+    if as_json:
+        echo_json(
+            {
+                "session": info.id,
+                "active_leaf": info.active_leaf,
+                "turns": [
+                    {
+                        "id": t.id,
+                        "parent_id": t.parent_id,
+                        "kind": t.kind,
+                        "depth": t.depth,
+                        "preview": turn_preview(t, width),
+                        "label": labels.get(t.id),
+                    }
+                    for t in turns
+                ],
+            }
+        )
+        return
+    title = info.title or info.cwd or ""
+    click.echo(f"session {info.id}  {title}  ({len(turns)} turns)".rstrip())
+    for line in draw_tree(turns, info.active_leaf, labels, width):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("query")
+@click.option("-p", "--param", "params", multiple=True, metavar="VALUE",
+              help="A value bound to the next ? placeholder (repeatable).")
+@click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
+@click.option("--nl", "fmt", flag_value="nl", help="Print one JSON object per line.")
+@click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.pass_context
+def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None) -> None:
+    """Run a read-only SQL QUERY against the database.
+
+    The database is opened read-only: INSERT, UPDATE, DELETE, ATTACH,
+    CREATE, writable PRAGMAs, load_extension and VACUUM are refused with a
+    message, and the file is not changed. Tables: sessions, turns, messages
+    (see docs/schema.md).
+
+    \b
+    Example:
+        nexus-store sql "select kind, count(*) from turns group by kind"
+        nexus-store sql "select uid from sessions where cwd = ?" -p /repo --json
+    """
+    path: Path = ctx.find_root().params["db"] or default_db_path()
+    columns, rows = run_readonly(path, query, list(params))
+    if fmt == "json":
+        echo_json([dict(zip(columns, row, strict=True)) for row in rows])
+    elif fmt == "nl":
+        for row in rows:
+            click.echo(json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False))
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        print_table(columns, rows)
+
+

@@ -1,0 +1,263 @@
+"""Transcript formats: read agent transcripts as pi v3 entries, and write them back.
+
+One module per format, no SQL: `pi` (pi / OpenClaw JSONL v1-v3, read and write),
+`ndjson` (the compaction-event NDJSON of seeds/002, read and write), `claude_code`
+and `codex` (read). Every reader streams: a file is read line by line, entries are
+produced lazily in file order, and memory stays flat whatever the file size.
+
+Example::
+
+    for session in parse_file("session.jsonl"):
+        for parsed in session.entries:
+            ...  # parsed.entry is a pi v3 entry dict
+        print(session.problems)
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from nexus_store.errors import TranscriptError
+from nexus_store.formats.base import LineReader, ParsedEntry, ParsedSession, Problem
+from nexus_store.formats.claude_code import parse_claude_code
+from nexus_store.formats.codex import parse_codex
+from nexus_store.formats.ndjson import collect_boundaries, parse_ndjson, write_ndjson
+from nexus_store.formats.pi import apply_patch, parse_pi, write_pi
+
+__all__ = [
+    "FORMATS",
+    "ParsedEntry",
+    "ParsedSession",
+    "Problem",
+    "apply_patch",
+    "detect_format",
+    "parse_file",
+    "parse_stream",
+    "write_ndjson",
+    "write_pi",
+]
+
+FORMATS = ("pi", "ndjson", "claude_code", "codex")
+_ALIASES = {
+    "openclaw": "pi",
+    "claude": "claude_code",
+    "claude-code": "claude_code",
+    "claudecode": "claude_code",
+    "compaction-ndjson": "ndjson",
+}
+_DETECT_LINES = 20
+_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+_CC_KEYS = {"uuid", "parentUuid", "sessionId", "isSidechain", "leafUuid", "requestId"}
+_CC_TYPES = {
+    "user",
+    "assistant",
+    "summary",
+    "system",
+    "progress",
+    "attachment",
+    "file-history-snapshot",
+    "queue-operation",
+    "custom-title",
+}
+_PI_TYPES = {
+    "message",
+    "custom_message",
+    "custom",
+    "compaction",
+    "branch_summary",
+    "model_change",
+    "thinking_level_change",
+    "label",
+    "session_info",
+}
+
+
+def _first_object(line: bytes) -> dict[str, Any] | None:
+    text = line.decode("utf-8", "replace").strip().lstrip("\ufeff")
+    if not text.startswith("{"):
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _vote(obj: dict[str, Any]) -> str | None:
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        kind = None
+    if kind == "session" and ("cwd" in obj or "version" in obj or "id" in obj):
+        return "pi"
+    if kind in _CODEX_TYPES and "payload" in obj:
+        return "codex"
+    if _CC_KEYS & obj.keys():
+        return "claude_code"
+    if kind == "message" and "role" in obj and "message" not in obj:
+        return "ndjson"
+    if kind == "compaction" and ("boundaryMessageId" in obj or "tokensBeforeCompaction" in obj):
+        return "ndjson"
+    if kind in _PI_TYPES and ("parentId" in obj or isinstance(obj.get("message"), dict)):
+        return "pi"
+    if kind in _CC_TYPES and isinstance(obj.get("message"), dict):
+        return "claude_code"
+    if kind in ("summary", "file-history-snapshot", "custom-title", "queue-operation"):
+        return "claude_code"
+    return None
+
+
+def detect_format(first_lines: list[bytes]) -> str:
+    """Tell a transcript's format from its first lines (content, not file name).
+
+    Args:
+        first_lines: The first raw lines of the file (about 20 are plenty).
+
+    Returns:
+        One of `FORMATS`: ``pi``, ``ndjson``, ``claude_code`` or ``codex``; ``pi``
+        when no line is recognized (an empty file, for instance).
+    """
+    for line in first_lines:
+        obj = _first_object(line)
+        if obj is None:
+            continue
+        vote = _vote(obj)
+        if vote is not None:
+            return vote
+    return "pi"
+
+
+def _check_format(format: str | None) -> str | None:
+    if format is None:
+        return None
+    name = _ALIASES.get(format.lower(), format.lower())
+    if name not in FORMATS:
+        raise TranscriptError(
+            f"unknown transcript format {format!r}; use one of {', '.join(FORMATS)}"
+        )
+    return name
+
+
+def parse_stream(
+    stream: BinaryIO, name: str, *, format: str | None = None, strict: bool = False
+) -> Iterator[ParsedSession]:
+    """Read a transcript from a binary stream (a file, or stdin).
+
+    The stream is read line by line; it must stay open until the entries of the
+    session have been consumed (it is not closed here).
+
+    Args:
+        stream: A binary stream positioned at the start of the transcript.
+        name: The name used in problems and errors, and to derive a source id when
+            the content has none.
+        format: Force a format (one of `FORMATS`); detected from content if None.
+        strict: Raise at the first problem instead of repairing or skipping.
+
+    Yields:
+        One `ParsedSession` per file; its ``entries`` are lazy and fill
+        ``problems`` as they are consumed.
+
+    Raises:
+        TranscriptError: An unknown ``format``, or (strict) the first problem.
+    """
+    chosen = _check_format(format)
+    seekable = _seekable(stream)
+    head: list[bytes] = []
+    start = stream.tell() if seekable else 0
+    for raw in stream:
+        head.append(raw)
+        if len(head) >= _DETECT_LINES:
+            break
+    fmt = chosen or detect_format(head)
+    lines: Iterable[bytes]
+    if seekable:
+        stream.seek(start)
+        lines = stream
+    elif fmt == "ndjson":
+        # The boundary pre-scan needs two passes: spool stdin to a temporary file.
+        spool = tempfile.TemporaryFile()
+        spool.writelines(head)
+        shutil.copyfileobj(stream, spool)
+        spool.seek(0)
+        yield from _parse(spool, name, fmt, strict, spool)
+        return
+    else:
+        lines = itertools.chain(head, stream)
+    yield from _parse(lines, name, fmt, strict, None, stream if seekable else None)
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _parse(
+    lines: Iterable[bytes],
+    name: str,
+    fmt: str,
+    strict: bool,
+    owned: BinaryIO | None,
+    seekable: BinaryIO | None = None,
+) -> Iterator[ParsedSession]:
+    problems: list[Problem] = []
+    if fmt == "ndjson":
+        source = owned or seekable
+        boundaries = collect_boundaries(source) if source is not None else set()
+    reader = LineReader(lines, name, problems, strict=strict)
+    if fmt == "pi":
+        session = parse_pi(reader)
+    elif fmt == "ndjson":
+        session = parse_ndjson(reader, boundaries)
+    elif fmt == "claude_code":
+        session = parse_claude_code(reader)
+    else:
+        session = parse_codex(reader)
+    if owned is not None:
+        session.entries = _closing(session.entries, owned)
+    yield session
+
+
+def _closing(entries: Iterator[ParsedEntry], handle: BinaryIO) -> Iterator[ParsedEntry]:
+    try:
+        yield from entries
+    finally:
+        handle.close()
+
+
+def parse_file(
+    path: str | Path, *, format: str | None = None, strict: bool = False
+) -> Iterator[ParsedSession]:
+    """Read a transcript file.
+
+    The file is opened in binary and read line by line; it is closed once the
+    session's entries have been consumed (or the iterator is discarded).
+
+    Args:
+        path: The transcript's path.
+        format: Force a format (one of `FORMATS`); detected from content if None.
+        strict: Raise `TranscriptError` at the first problem instead of repairing
+            or skipping.
+
+    Yields:
+        One `ParsedSession` (entries lazy; problems filled while they are read).
+
+    Raises:
+        TranscriptError: An unknown ``format``, or (strict) the first problem.
+        OSError: The file cannot be opened.
+    """
+    chosen = _check_format(format)
+    handle = open(path, "rb")  # closed by _closing when entries end
+    try:
+        for session in parse_stream(handle, str(path), format=chosen, strict=strict):
+            session.entries = _closing(session.entries, handle)
+            yield session
+    except Exception:
+        handle.close()
+        raise

@@ -1,0 +1,144 @@
+"""Read-only SQL over a database: the door behind ``nexus-store sql``.
+
+Three locks, so that no statement can change the file: the connection is opened
+``mode=ro``; ``PRAGMA query_only`` is on; and an authorizer allows only reads
+(SELECT, recursive CTEs, functions other than ``load_extension``, a list of
+harmless PRAGMAs). Statements that do not start like a query (VACUUM INTO writes a
+new file even from a read-only connection) are refused before they run.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from nexus_store.errors import ReadOnlyError, StoreOpenError
+from nexus_store.store.connection import check_existing
+
+__all__ = ["run_readonly"]
+
+_QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL)
+_ALLOWED_FIRST = {"select", "with", "values", "explain", "pragma"}
+_READ_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "database_list",
+    "function_list",
+    "pragma_list",
+    "collation_list",
+    "compile_options",
+    "page_count",
+    "page_size",
+    "freelist_count",
+    "user_version",
+    "schema_version",
+    "journal_mode",
+    "encoding",
+    "integrity_check",
+    "quick_check",
+    "foreign_key_check",
+}
+_WRITE_ACTIONS = (
+    "INSERT UPDATE DELETE ATTACH DETACH CREATE_TABLE CREATE_INDEX CREATE_VIEW CREATE_TRIGGER "
+    "CREATE_TEMP_TABLE CREATE_TEMP_VIEW CREATE_TEMP_TRIGGER CREATE_TEMP_INDEX CREATE_VTABLE "
+    "DROP_TABLE DROP_INDEX DROP_VIEW DROP_TRIGGER DROP_VTABLE DROP_TEMP_TABLE ALTER_TABLE "
+    "REINDEX ANALYZE TRANSACTION SAVEPOINT"
+).split()
+_ACTION_NAMES = {
+    getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ")
+    for name in _WRITE_ACTIONS
+    if hasattr(sqlite3, f"SQLITE_{name}")
+}
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self.denied: str | None = None
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+        if action in _ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() in ("load_extension", "readfile", "writefile", "edit"):
+                self.denied = f"the function {arg2}()"
+                return sqlite3.SQLITE_DENY
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA:
+            if (arg1 or "").lower() in _READ_PRAGMAS and arg2 is None:
+                return sqlite3.SQLITE_OK
+            self.denied = f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
+            return sqlite3.SQLITE_DENY
+        self.denied = _ACTION_NAMES.get(action, f"action {action}").upper()
+        return sqlite3.SQLITE_DENY
+
+
+def run_readonly(
+    path: str | Path, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
+    """Run one read-only query.
+
+    Args:
+        path: The database file.
+        sql: One SQL query (SELECT, WITH ... SELECT, VALUES, EXPLAIN, read PRAGMAs).
+        params: Values bound to ``?`` or ``:name`` placeholders.
+
+    Returns:
+        ``(column names, row iterator)``; the connection closes when the rows are consumed.
+
+    Raises:
+        ReadOnlyError: If the statement would write, attach, load code, or returns no rows.
+        StoreOpenError: If the file is missing or not a SQLite database.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise StoreOpenError(f"no database at {file}")
+    check_existing(file)
+    match = _QUERY_START.match(sql)
+    first = match.group(1).lower() if match else ""
+    if first not in _ALLOWED_FIRST:
+        word = first.upper() or "an empty statement"
+        raise ReadOnlyError(
+            f"sql is read-only: {word} is refused (only SELECT, WITH, VALUES, EXPLAIN and read "
+            "PRAGMAs run); the database was not changed"
+        )
+    uri = f"{file.resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    guard = _Guard()
+    try:
+        conn.execute("pragma query_only = on")
+        conn.set_authorizer(guard)
+        cursor = conn.execute(sql, params)
+    except sqlite3.Warning:  # "You can only execute one statement at a time."
+        conn.close()
+        raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+    except sqlite3.DatabaseError as err:
+        conn.close()
+        if "one statement at a time" in str(err):
+            raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+        if guard.denied or "not authorized" in str(err) or "readonly" in str(err).lower():
+            what = guard.denied or "writing"
+            raise ReadOnlyError(
+                f"sql is read-only: {what} is refused; the database was not changed"
+            ) from None
+        raise ReadOnlyError(f"sql error: {err}") from None
+    if cursor.description is None:
+        conn.close()
+        raise ReadOnlyError("sql is read-only: the statement returns no rows and was refused")
+    columns = [d[0] for d in cursor.description]
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from cursor
+        finally:
+            conn.close()
+
+    return columns, rows()
