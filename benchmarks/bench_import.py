@@ -62,9 +62,28 @@ def nexus(src: Path, db: Path) -> tuple[int, str]:
         if hasattr(store, "import_jsonl"):
             ids = store.import_jsonl(str(src))
             return len(ids), "import_jsonl"
-        # The pi parser is not merged yet: read lines and hand them to the core's
-        # transactional ingest (the same engine import_jsonl will feed), so the
-        # number measures storage, not parsing rules.
+        try:
+            from nexus_store.formats import parse_file
+        except ImportError:
+            parse_file = None
+        if parse_file is not None:
+            # import_jsonl is not merged yet: the format reader + the core's ingest are
+            # the two halves it will join.
+            n = 0
+            for session in parse_file(src):
+                store.ingest(
+                    session.header,
+                    ((p.line, p.entry, p.patch) for p in session.entries),
+                    source_format=session.source_format,
+                    source_id=session.source_id,
+                    source_path=session.path,
+                    source_version=session.source_version,
+                    parent_source_id=session.parent_source_id,
+                )
+                n += 1
+            return n, "parse_file+ingest"
+        # No pi parser either: read lines and hand them to the core's transactional
+        # ingest, so the number measures storage, not parsing rules.
         with src.open("rb") as f:
             header = json.loads(f.readline())
 
