@@ -10,6 +10,7 @@ from __future__ import annotations
 from nexus_store.errors import (
     ConflictError,
     InvalidEntry,
+    InvalidQuery,
     NexusError,
     ReadOnlyError,
     SchemaOutOfDate,
@@ -21,7 +22,9 @@ from nexus_store.errors import (
 )
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.store import ACTIVE_LEAF, Store
+from nexus_store.store.search import SearchHit
 from nexus_store.tokens import CharsEstimator, Cl100kCounter, TokenCounter
+from nexus_store.workspace import WorkspaceFile
 
 __all__ = [
     "ACTIVE_LEAF",
@@ -31,9 +34,11 @@ __all__ = [
     "Context",
     "ContextStatus",
     "InvalidEntry",
+    "InvalidQuery",
     "NexusError",
     "ReadOnlyError",
     "SchemaOutOfDate",
+    "SearchHit",
     "Session",
     "SessionNotFound",
     "Store",
@@ -43,5 +48,6 @@ __all__ = [
     "TranscriptError",
     "Turn",
     "TurnNotFound",
+    "WorkspaceFile",
 ]
 __version__ = "0.1.0"

@@ -103,7 +103,9 @@ class AsyncStore:
         """See `Store.context`."""
         return await self._run(self.store.context, session_id, leaf_id)
 
-    async def status(self, session_id: str, leaf_id: str | None = None, **kwargs: Any) -> ContextStatus:
+    async def status(
+        self, session_id: str, leaf_id: str | None = None, **kwargs: Any
+    ) -> ContextStatus:
         """See `Store.status`."""
         return await self._run(self.store.status, session_id, leaf_id, **kwargs)
 

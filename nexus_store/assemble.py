@@ -14,12 +14,12 @@ which JSON writes as null, becomes None).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nexus_store import jsoncodec
 from nexus_store.rows import decode_message
 
 __all__ = ["ABSENT", "build_messages", "js_date_ms", "js_truthy"]
@@ -131,8 +131,8 @@ def js_truthy(value: Any) -> bool:
 _T_ID, _T_UID, _T_KIND, _T_CREATED, _T_SUMMARY, _T_TOKENS_BEFORE = range(6)
 _T_FROM, _T_CUSTOM_TYPE, _T_DISPLAY, _T_DETAILS, _T_EXTRA = range(6, 11)
 _M_IDX, _M_ROLE, _M_KIND, _M_CONTENT, _M_TEXT = range(11, 16)
-_M_FIELDS = slice(16, 24)
 _M_EXTRA = 24
+_TOKENS = 25
 
 
 def _fields(row: Sequence[Any]) -> dict[str, Any]:
@@ -151,9 +151,9 @@ def _fields(row: Sequence[Any]) -> dict[str, Any]:
     if row[_T_DISPLAY] is not None:
         fields["display"] = bool(row[_T_DISPLAY])
     if row[_T_DETAILS] is not None:
-        fields["details"] = json.loads(row[_T_DETAILS])
+        fields["details"] = jsoncodec.loads(row[_T_DETAILS])
     if row[_T_EXTRA]:
-        fields.update(json.loads(row[_T_EXTRA]))
+        fields.update(jsoncodec.loads(row[_T_EXTRA]))
     return fields
 
 
@@ -163,19 +163,12 @@ def _put(target: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _message(row: Sequence[Any]) -> dict[str, Any]:
-    return decode_message(
-        row[_M_ROLE],
-        row[_M_KIND],
-        row[_M_CONTENT],
-        row[_M_TEXT],
-        tuple(row[_M_FIELDS]),
-        row[_M_EXTRA],
-    )
+    return decode_message(row[12], row[13], row[14], row[15], row[16:24], row[24])
 
 
 def build_messages(
     rows: Iterable[Sequence[Any]], compaction_id: int | None
-) -> tuple[list[Any], list[str]]:
+) -> tuple[list[Any], list[str], list[str], list[int]]:
     """Build pi agent messages from context rows.
 
     Args:
@@ -183,22 +176,28 @@ def build_messages(
         compaction_id: Internal id of the latest compaction on the path, or None.
 
     Returns:
-        ``(messages, turn_ids)``: the messages and, for each, its turn's id.
+        ``(messages, turn_ids, turn_kinds, tokens)``: the messages and, for each, its
+        turn's id and kind and its stored token count.
     """
     messages: list[Any] = []
     turn_ids: list[str] = []
+    kinds: list[str] = []
+    tokens: list[int] = []
     last_turn = None
     for row in rows:
         kind = row[_T_KIND]
         if kind == "message":
             if row[_M_IDX] is not None:
                 messages.append(_message(row))
-                turn_ids.append(row[_T_UID])
             elif row[_T_ID] != last_turn:
                 # A message entry whose "message" is not an object: pi pushes it as is.
-                extra = json.loads(row[_T_EXTRA]) if row[_T_EXTRA] else {}
+                extra = jsoncodec.loads(row[_T_EXTRA]) if row[_T_EXTRA] else {}
                 messages.append(extra.get("message"))
-                turn_ids.append(row[_T_UID])
+            else:
+                continue
+            turn_ids.append(row[_T_UID])
+            kinds.append(kind)
+            tokens.append(row[_TOKENS])
             last_turn = row[_T_ID]
             continue
         if row[_T_ID] == last_turn:
@@ -235,4 +234,6 @@ def build_messages(
             continue
         messages.append(message)
         turn_ids.append(row[_T_UID])
-    return messages, turn_ids
+        kinds.append(kind)
+        tokens.append(row[_TOKENS])
+    return messages, turn_ids, kinds, tokens

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConflictError",
     "InvalidEntry",
+    "InvalidQuery",
     "NexusError",
     "ReadOnlyError",
     "SchemaOutOfDate",
@@ -42,6 +43,10 @@ class TurnNotFound(NexusError, KeyError):
 
 class InvalidEntry(NexusError, ValueError):
     """An entry or message given to an append method breaks the model's rules."""
+
+
+class InvalidQuery(NexusError, ValueError):
+    """A search query is not valid FTS5 syntax, or a search argument is out of range."""
 
 
 class ConflictError(NexusError):

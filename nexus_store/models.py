@@ -34,7 +34,7 @@ class Session(BaseModel):
         source_format: Transcript format it was imported from (None if native).
         source_path: File it was imported from.
         source_id: The transcript's own session id.
-        flush_epoch: Compaction epoch of the last memory flush.
+        flush_epoch: Compaction epoch of the last memory flush (None: never flushed).
         turn_count: Number of turns.
     """
 
@@ -51,7 +51,7 @@ class Session(BaseModel):
     source_format: str | None = None
     source_path: str | None = None
     source_id: str | None = None
-    flush_epoch: int = 0
+    flush_epoch: int | None = None
     turn_count: int = 0
 
 
@@ -106,6 +106,8 @@ class Context(BaseModel):
         thinking_level: Thinking level from the path ("off" by default).
         tokens: Stored token count of these messages.
         turn_ids: For each message, the id of the turn that produced it.
+        turn_kinds: For each message, the kind of that turn.
+        message_tokens: For each message, its stored token count.
     """
 
     model_config = _FROZEN
@@ -117,6 +119,8 @@ class Context(BaseModel):
     thinking_level: str | None
     tokens: int
     turn_ids: list[str]
+    turn_kinds: list[str] = []
+    message_tokens: list[int] = []
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the JSON form printed by ``context show --json``."""

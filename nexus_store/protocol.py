@@ -63,7 +63,9 @@ class SessionStore(Protocol):
         """The context of a leaf, with pi's semantics."""
         ...
 
-    def status(self, session_id: str, leaf_id: str | None = None, *, window: int = ...) -> ContextStatus:
+    def status(
+        self, session_id: str, leaf_id: str | None = None, *, window: int | None = None
+    ) -> ContextStatus:
         """How full a leaf's context is."""
         ...
 

@@ -128,7 +128,9 @@ def _render_openai(llm: list[dict[str, Any]], keep_thinking: bool) -> list[dict[
                 message["tool_calls"] = calls
             if keep_thinking:
                 thinking = "".join(
-                    b["thinking"] for b in blocks if b.get("type") == "thinking" and b.get("thinking")
+                    b["thinking"]
+                    for b in blocks
+                    if b.get("type") == "thinking" and b.get("thinking")
                 )
                 if thinking:
                     message["reasoning_content"] = thinking
@@ -142,7 +144,9 @@ def _render_openai(llm: list[dict[str, Any]], keep_thinking: bool) -> list[dict[
                 {
                     "role": "tool",
                     "tool_call_id": m.get("toolCallId"),
-                    "content": "\n".join(texts) if texts else ("(see attached image)" if images else ""),
+                    "content": "\n".join(texts)
+                    if texts
+                    else ("(see attached image)" if images else ""),
                 }
             )
             if images:

@@ -18,10 +18,11 @@ Pure functions, no SQL: `store` binds these values.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from nexus_store import jsoncodec
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -32,6 +33,8 @@ __all__ = [
     "encode_message",
     "entry_from_parts",
     "flatten_text",
+    "message_rows",
+    "turn_payload",
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -107,12 +110,7 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
 
 def dumps(value: Any) -> str:
     """Serialize to compact JSON that SQLite can store (lone surrogates escaped)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if _SURROGATE.search(text):
-        # A lone surrogate (from a "\\ud800" escape in the source) cannot be encoded
-        # as UTF-8; the escaped form keeps the exact value.
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
-    return text
+    return jsoncodec.dumps(value)
 
 
 def _fits(value: Any, kind: str) -> bool:
@@ -135,7 +133,7 @@ def _column_value(value: Any, kind: str) -> Any:
 
 def _decode_column(value: Any, kind: str) -> Any:
     if kind == "json":
-        return json.loads(value)
+        return jsoncodec.loads(value)
     if kind == "bool":
         return bool(value)
     return value
@@ -187,7 +185,7 @@ def entry_from_parts(
         if value is not None:
             entry[key] = _decode_column(value, ckind)
     if extra_json:
-        entry.update(json.loads(extra_json))
+        entry.update(jsoncodec.loads(extra_json))
     return entry
 
 
@@ -262,7 +260,7 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
                 row[column] = value
         cost = usage.get("cost")
         total = cost.get("total") if isinstance(cost, dict) else None
-        if type(total) in (int, float):
+        if isinstance(total, (int, float)) and not isinstance(total, bool):
             row["cost"] = float(total)
     row["extra_json"] = dumps(rest) if rest else None
     return row
@@ -273,7 +271,7 @@ def decode_message(
     content_kind: str | None,
     content_json: str | None,
     text: str | None,
-    fields: tuple[Any, ...],
+    fields: Sequence[Any],
     extra_json: str | None,
 ) -> dict[str, Any]:
     """Rebuild an agent message from its columns.
@@ -290,18 +288,79 @@ def decode_message(
     Returns:
         The message dict, equal to the one written.
     """
+    # The hot loop of context assembly: kept flat on purpose.
     message: dict[str, Any] = {} if role is None else {"role": role}
-    if content_kind == "string":
-        message["content"] = text
-    elif content_kind == "text_block":
+    if content_kind == "text_block":
         message["content"] = [{"type": "text", "text": text}]
+    elif content_kind == "string":
+        message["content"] = text
     elif content_kind == "json":
-        message["content"] = json.loads(content_json) if content_json is not None else None
+        message["content"] = _loads(content_json) if content_json is not None else None
     elif content_kind == "bash_output":
         message["output"] = text
-    for (key, _, kind), value in zip(_MESSAGE_FIELDS[1:], fields, strict=True):
-        if value is not None:
-            message[key] = bool(value) if kind == "bool" else value
+    call_id, tool, is_error, provider, model, api, stop, stamp = fields
+    if call_id is not None:
+        message["toolCallId"] = call_id
+    if tool is not None:
+        message["toolName"] = tool
+    if is_error is not None:
+        message["isError"] = bool(is_error)
+    if provider is not None:
+        message["provider"] = provider
+    if model is not None:
+        message["model"] = model
+    if api is not None:
+        message["api"] = api
+    if stop is not None:
+        message["stopReason"] = stop
+    if stamp is not None:
+        message["timestamp"] = stamp
     if extra_json:
-        message.update(json.loads(extra_json))
+        message.update(_loads(extra_json))
     return message
+
+
+_loads = jsoncodec.loads
+
+
+_SKIP = frozenset({"type", "id", "parentId"})
+
+
+def turn_payload(entry: dict[str, Any]) -> tuple[str, frozenset[str], list[dict[str, Any]]]:
+    """The kind of an entry, the keys stored outside ``extra_json``, and its messages.
+
+    A ``messages`` list of one becomes an ordinary ``message`` entry (in place).
+    """
+    typed = isinstance(entry.get("type"), str)
+    kind = entry["type"] if typed else "unknown"
+    skip = set(_SKIP) if typed else {"id", "parentId"}
+    message_dicts: list[dict[str, Any]] = []
+    if kind == "message":
+        if isinstance(entry.get("message"), dict):
+            message_dicts = [entry["message"]]
+            skip.add("message")
+        elif isinstance(entry.get("messages"), list) and all(
+            isinstance(m, dict) for m in entry["messages"]
+        ):
+            message_dicts = entry["messages"]
+            skip.add("messages")
+            if len(message_dicts) == 1:
+                entry["message"] = entry.pop("messages")[0]
+                skip.add("message")
+    elif kind == "custom_message" and "content" in entry:
+        message_dicts = [{"role": "custom", "content": entry["content"]}]
+        skip.add("content")
+    return kind, frozenset(skip), message_dicts
+
+
+def message_rows(
+    key: int, message_dicts: list[dict[str, Any]], counts: list[int]
+) -> list[dict[str, Any]]:
+    """`messages` rows of turn ``key``."""
+    rows = []
+    for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
+        row = encode_message(message, count)
+        row["turn_id"] = key
+        row["idx"] = idx
+        rows.append(row)
+    return rows

@@ -25,7 +25,7 @@ create table sessions (
     source_id text,                        -- the transcript's own session id (idempotent re-import)
     source_version integer,
     header_json text,                      -- header fields without a column, for lossless export
-    flush_epoch integer not null default 0, -- memory flush: the compaction epoch last flushed
+    flush_epoch integer,                   -- memory flush: compaction epoch of the last flush (NULL: never)
     last_seq integer not null default -1   -- seq of the newest turn (the next one is last_seq + 1)
 );
 create unique index sessions_source on sessions (source_format, source_id);

@@ -11,9 +11,12 @@ from pathlib import Path
 import click
 
 from nexus_store import __version__
-from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, default_db_path
+from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
+from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
+from nexus_store.cli.search import search
+from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
 
@@ -24,7 +27,8 @@ __all__ = ["cli"]
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="NEXUS_STORE_DB",
-    help=f"Database file. Default: $NEXUS_STORE_DB, else {default_db_path()}.",
+    help="Database file. Default: $NEXUS_STORE_DB, else "
+    "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",
 )
 def cli(db: Path | None) -> None:
     """Store LLM agent sessions as a tree of turns in SQLite.
@@ -41,5 +45,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (sessions, tree, context, sql):
+for command in (import_, export, sessions, tree, context, compact, navigate, sql, search):
     cli.add_command(command)

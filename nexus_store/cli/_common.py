@@ -77,7 +77,9 @@ def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
-def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, max_width: int = 60) -> None:
+def print_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, max_width: int = 60
+) -> None:
     """Print rows as an aligned plain-text table, cells cut at ``max_width`` characters."""
     cells = [[_cell(v, max_width) for v in row] for row in rows]
     widths = [len(c) for c in columns]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 from nexus_store.cli._common import echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
-from nexus_store.policy_basics import DEFAULT_WINDOW
 
 __all__ = ["context"]
 
@@ -31,6 +33,9 @@ def context() -> None:
     show_default=True,
     help="With --render: drop thinking blocks or keep them.",
 )
+@click.option(
+    "--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders."
+)
 @json_option
 @click.pass_context
 def show(
@@ -39,6 +44,7 @@ def show(
     leaf: str | None,
     render: str | None,
     thinking: str,
+    prune: bool,
     as_json: bool,
 ) -> None:
     """Show the context of SESSION's active leaf (or --leaf) as pi assembles it.
@@ -55,7 +61,7 @@ def show(
     """
     store = open_store(ctx)
     info = store.resolve_session(session)
-    result = store.context(info.id, leaf)
+    result = store.pruned_context(info.id, leaf)[0] if prune else store.context(info.id, leaf)
     if render:
         echo_json(result.render(render, thinking=thinking))  # type: ignore[arg-type]
         return
@@ -65,7 +71,8 @@ def show(
     model = result.model or {}
     click.echo(
         f"session {info.id}  leaf {result.leaf_id}  {len(result.messages)} messages, "
-        f"{result.tokens:,} tokens  model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
+        f"{result.tokens:,} tokens  "
+        f"model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
         f"thinking {result.thinking_level}"
     )
     for turn_id, message in zip(result.turn_ids, result.messages, strict=True):
@@ -78,7 +85,7 @@ def show(
 @click.option(
     "--window",
     type=click.IntRange(min=1),
-    default=DEFAULT_WINDOW,
+    default=200_000,
     show_default=True,
     help="The model's context window in tokens.",
 )
@@ -110,5 +117,145 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
         before = f"{last['tokens_before']:,}" if isinstance(last["tokens_before"], int) else "?"
         after = f"{last['tokens_after']:,}" if isinstance(last["tokens_after"], int) else "?"
         how = ", ".join(str(v) for v in (last["trigger"], last["layer"]) if v)
-        click.echo(f"Last compaction: {last['id']} at {last['timestamp']} ({how or 'no trigger recorded'}) {before} → {after} tokens")
+        click.echo(
+            f"Last compaction: {last['id']} at {last['timestamp']} "
+            f"({how or 'no trigger recorded'}) {before} → {after} tokens"
+        )
     click.echo(f"Degradation:     {st.risk} — {st.recommendation}")
+
+
+@context.command("history")
+@click.argument("session")
+@click.option("--leaf", help="Turn id of the leaf (default: the session's active leaf).")
+@json_option
+@click.pass_context
+def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -> None:
+    """List the compactions on the path to SESSION's leaf, oldest first.
+
+    For each: time, trigger, layer, tokens before → after, messages compacted.
+
+    \b
+    Example:
+        nexus-store context history latest
+    """
+    store = open_store(ctx)
+    info = store.resolve_session(session)
+    turns = store.compaction_history(info.id, leaf)
+    rows = [
+        {
+            "id": t.id,
+            "timestamp": t.timestamp,
+            "trigger": t.entry.get("trigger"),
+            "layer": t.entry.get("layer"),
+            "tokens_before": t.entry.get("tokensBefore"),
+            "tokens_after": t.entry.get("tokensAfter"),
+            "messages_compacted": t.entry.get("messagesCompacted"),
+            "first_kept": t.entry.get("firstKeptEntryId"),
+        }
+        for t in turns
+    ]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no compactions on this path")
+        return
+    for n, r in enumerate(rows, 1):
+        before = f"{r['tokens_before']:,}" if isinstance(r["tokens_before"], int) else "?"
+        after = f"{r['tokens_after']:,}" if isinstance(r["tokens_after"], int) else "?"
+        click.echo(
+            f"{n}. {r['id']}  {r['timestamp'] or '-'}  {r['trigger'] or '-'}/{r['layer'] or '-'}  "
+            f"{before} → {after} tokens  {_or_unknown(r['messages_compacted'])} messages"
+        )
+
+
+@context.command("inspect")
+@click.argument("session")
+@click.option("--leaf", help="Turn id of the leaf (default: the session's active leaf).")
+@click.option(
+    "--prune", is_flag=True, help="Apply the prune view: old tool outputs as placeholders."
+)
+@json_option
+@click.pass_context
+def inspect(ctx: click.Context, session: str, leaf: str | None, prune: bool, as_json: bool) -> None:
+    """List each message of SESSION's context: role, tool, tokens, pruned or not.
+
+    \b
+    Example:
+        nexus-store context inspect latest --prune
+    """
+    store = open_store(ctx)
+    info = store.resolve_session(session)
+    pruned: set[int] = set()
+    if prune:
+        result, outcome = store.pruned_context(info.id, leaf)
+        pruned = set(outcome.pruned)
+    else:
+        result = store.context(info.id, leaf)
+    rows = [
+        {
+            "turn": turn_id,
+            "role": m.get("role") if isinstance(m, dict) else None,
+            "tool": m.get("toolName") if isinstance(m, dict) else None,
+            "tokens": n,
+            "pruned": i in pruned,
+        }
+        for i, (turn_id, m, n) in enumerate(
+            zip(result.turn_ids, result.messages, result.message_tokens, strict=True)
+        )
+    ]
+    if as_json:
+        echo_json({"messages": rows, "tokens": result.tokens, "pruned": len(pruned)})
+        return
+    for r in rows:
+        mark = "  (pruned)" if r["pruned"] else ""
+        click.echo(
+            f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}"
+        )
+    click.echo(
+        f"total {result.tokens:,} tokens in {len(rows)} messages"
+        + (f", {len(pruned)} pruned" if prune else "")
+    )
+
+
+@context.command("export")
+@click.argument("session")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def export_backup(ctx: click.Context, session: str, file: Path) -> None:
+    """Write a JSON backup of SESSION to FILE (context import restores it identically).
+
+    \b
+    Example:
+        nexus-store context export latest backup.json
+    """
+    store = open_store(ctx)
+    info = store.resolve_session(session)
+    data = store.backup_session(info.id)
+    partial = file.with_name(file.name + ".partial")
+    partial.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    partial.replace(file)
+    click.echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
+
+
+@context.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def import_backup(ctx: click.Context, file: Path) -> None:
+    """Restore a session from a JSON backup written by context export.
+
+    \b
+    Example:
+        nexus-store context import backup.json
+    """
+    store = open_store(ctx, create=True)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise click.ClickException(f"{file} is not a JSON backup: {err}") from None
+    session_id = store.restore_session(data)
+    click.echo(f"restored session {session_id}")
+
+
+def _or_unknown(value: object) -> str:
+    return "?" if value is None else str(value)

@@ -45,7 +45,13 @@ def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
     print_table(
         ["id", "turns", "updated", "title / cwd", "source"],
         (
-            [s.id, s.turn_count, s.updated_utc[:19], s.title or s.cwd or "", s.source_format or "native"]
+            [
+                s.id,
+                s.turn_count,
+                s.updated_utc[:19],
+                s.title or s.cwd or "",
+                s.source_format or "native",
+            ]
             for s in found
         ),
     )
@@ -53,8 +59,13 @@ def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("session")
-@click.option("--width", type=click.IntRange(min=10), default=60, show_default=True,
-              help="Characters of preview per turn.")
+@click.option(
+    "--width",
+    type=click.IntRange(min=10),
+    default=60,
+    show_default=True,
+    help="Characters of preview per turn.",
+)
 @json_option
 @click.pass_context
 def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
@@ -100,8 +111,14 @@ def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
 
 @click.command()
 @click.argument("query")
-@click.option("-p", "--param", "params", multiple=True, metavar="VALUE",
-              help="A value bound to the next ? placeholder (repeatable).")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="VALUE",
+    help="A value bound to the next ? placeholder (repeatable).",
+)
 @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
 @click.option("--nl", "fmt", flag_value="nl", help="Print one JSON object per line.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
@@ -132,5 +149,3 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         writer.writerows(rows)
     else:
         print_table(columns, rows)
-
-

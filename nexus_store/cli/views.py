@@ -32,7 +32,9 @@ def message_preview(message: Any, width: int = 60) -> str:
         if isinstance(b, Mapping) and b.get("type") == "toolCall"
     ]
     if role == "toolResult":
-        prefix = f"toolResult {message.get('toolName', '?')}" + (" (error)" if message.get("isError") else "")
+        prefix = f"toolResult {message.get('toolName', '?')}" + (
+            " (error)" if message.get("isError") else ""
+        )
         return f"{prefix}: " + _short(text, width)
     out = f"{role}: " + _short(text, width)
     if calls:
@@ -92,7 +94,13 @@ def draw_tree(
     roots = children.get(None, [])
     for i, root in enumerate(reversed(roots)):
         last = i == 0
-        stack.append((root, "" if len(roots) == 1 else ("└─ " if last else "├─ "), "" if len(roots) == 1 else ("   " if last else "│  ")))
+        stack.append(
+            (
+                root,
+                "" if len(roots) == 1 else ("└─ " if last else "├─ "),
+                "" if len(roots) == 1 else ("   " if last else "│  "),
+            )
+        )
     while stack:
         turn, head, indent = stack.pop()
         yield head + line(turn)
@@ -102,4 +110,6 @@ def draw_tree(
         else:
             for i, kid in enumerate(reversed(kids)):
                 last = i == 0
-                stack.append((kid, indent + ("└─ " if last else "├─ "), indent + ("   " if last else "│  ")))
+                stack.append(
+                    (kid, indent + ("└─ " if last else "├─ "), indent + ("   " if last else "│  "))
+                )

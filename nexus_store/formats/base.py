@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from nexus_store.errors import TranscriptError
 
 __all__ = [
@@ -155,6 +157,9 @@ class BoundedMap(OrderedDict[str, str]):
             self.popitem(last=False)
 
 
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
 def dumps(value: Any) -> str:
     """Serialize like JavaScript ``JSON.stringify``: compact, non-ASCII kept.
 
@@ -164,6 +169,10 @@ def dumps(value: Any) -> str:
     Returns:
         The JSON text, without a newline.
     """
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # lone surrogates or integers beyond 64 bits
+        pass
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if _SURROGATE.search(text):
         # A lone surrogate (from a "\\ud800" escape) cannot be written as UTF-8;
@@ -304,6 +313,14 @@ class LineReader:
         terminated = raw.endswith(b"\n")
         if not raw.strip():
             return
+        if not _LONG_NUMBER.search(raw):  # orjson would read >64-bit integers as floats
+            try:  # fast path: one well-formed object (orjson refuses everything odd)
+                fast = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                self._accept(lineno, fast)
+                return
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -18,7 +18,6 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +32,23 @@ from nexus_store.errors import (
     TurnNotFound,
 )
 from nexus_store.models import Session, Turn
-from nexus_store.rows import dumps, encode_entry_fields, encode_message
+from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store import connection
+from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.reading import ReadingMixin
-from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
+from nexus_store.store.search import SearchMixin
+from nexus_store.store.sql import (
+    INSERT_MESSAGE_SQL,
+    INSERT_TURN_SQL,
+    PARENT_BY_UID_SQL,
+    PARENT_COLUMNS,
+    SESSION_AND_LEAF_SQL,
+    SESSION_AND_PARENT_SQL,
+    TURN_COLUMNS,
+)
+from nexus_store.store.transfer import TransferMixin
+from nexus_store.store.workspace import WorkspaceMixin
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter, message_tokens
 
 __all__ = ["ACTIVE_LEAF", "Store"]
@@ -51,42 +62,25 @@ class _ActiveLeaf:
 ACTIVE_LEAF: Any = _ActiveLeaf()
 """Parent marker: append as a child of the session's active leaf (the default)."""
 
-_SKIP = frozenset({"type", "id", "parentId"})
 _BUSY_RETRY_SECONDS = 30.0
 
 # Columns of the parent row read before an append (see PARENT_COLUMNS).
 _P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
-_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(
-    6, 13
-)
+_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(6, 13)
 _P_UID, _P_COMPACTION_UID = 13, 14
-PARENT_COLUMNS = (
-    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
-    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
-    "t.run_parent_id, t.kind, t.uid, pc.uid"
-)
-# The session (key, last seq) with the row of the turn a new turn goes under: the
-# active leaf, or the turn named by uid. One read per append.
-_SESSION_AND_LEAF_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
-    "left join turns t on t.id = s.active_leaf_id "
-    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
-)
-_SESSION_AND_PARENT_SQL = (
-    f"select s.id, s.last_seq, {PARENT_COLUMNS} from sessions s "
-    "left join turns t on t.session_id = s.id and t.uid = ? "
-    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
-)
-PARENT_BY_UID_SQL = (
-    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
-    "where t.session_id = ? and t.uid = ?"
-)
+
+
+_clock: list[Any] = [-1, ""]  # (second, its "YYYY-MM-DDTHH:MM:SS." prefix): strftime is slow
 
 
 def utc_now() -> str:
     """Now as ISO 8601 UTC with milliseconds, the way JavaScript's toISOString writes it."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    now = time.time()
+    second = int(now)
+    if second != _clock[0]:
+        _clock[0] = second
+        _clock[1] = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+    return f"{_clock[1]}{int((now - second) * 1000):03d}Z"
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -94,7 +88,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin):
+class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, SearchMixin, WorkspaceMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
@@ -334,6 +328,28 @@ class Store(ReadingMixin, IngestMixin):
                 raise InvalidEntry(f"a session with id {uid!r} already exists") from None
         return self.get_session(uid)
 
+    def delete_session_if_empty(self, session_id: str) -> bool:
+        """Remove a session that has no turns (a sub-agent spawn that never started).
+
+        Returns:
+            True if it was removed; False if it has turns (then nothing changes).
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+        """
+        with self.atomic():
+            key = self._session_key(session_id)
+            if self.conn.execute(
+                "select 1 from turns where session_id = ? limit 1", [key]
+            ).fetchone():
+                return False
+            if self.conn.execute(
+                "select 1 from sessions where parent_session_id = ? limit 1", [key]
+            ).fetchone():
+                return False
+            self.conn.execute("delete from sessions where id = ?", [key])
+        return True
+
     def set_title(self, session_id: str, title: str | None) -> Session:
         """Set a session's display name (stored on the session, not as a turn)."""
         with self.atomic():
@@ -375,26 +391,31 @@ class Store(ReadingMixin, IngestMixin):
                 )
             if explicit:
                 row = self.conn.execute(
-                    _SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
+                    SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
                 ).fetchone()
             else:
-                row = self.conn.execute(_SESSION_AND_LEAF_SQL, [session_id]).fetchone()
+                row = self.conn.execute(SESSION_AND_LEAF_SQL, [session_id]).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session with id {session_id!r}")
-            session_key, last_seq = row[0], row[1]
-            parent = None if row[2] is None or "parentId" in entry and not explicit else row[2:]
+            session_key, last_seq, fork_key = row[0], row[1], row[2]
+            parent = None if row[3] is None or ("parentId" in entry and not explicit) else row[3:]
             if explicit and parent is None:
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
                 )
+            fork = None
+            if parent is None and fork_key is not None:
+                # A root of a forked session continues the parent session's path.
+                fork = self._parent_row(fork_key)
             now = utc_now()
             if "timestamp" not in entry:
                 entry["timestamp"] = now
             turn = self._insert_turn(
-                session_key, session_id, parent, entry, native=True, seq=last_seq + 1
+                session_key, session_id, parent, entry, native=True, seq=last_seq + 1, fork=fork
             )
             self.conn.execute(
-                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?",
+                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                "where id = ?",
                 [self._last_turn_key, now, turn.seq, session_key],
             )
         return turn
@@ -413,7 +434,9 @@ class Store(ReadingMixin, IngestMixin):
         Returns:
             The new turn.
         """
-        return self.append_entry(session_id, _with_parent({"type": "message", "message": message}, parent_id))
+        return self.append_entry(
+            session_id, _with_parent({"type": "message", "message": message}, parent_id)
+        )
 
     def append_messages(
         self,
@@ -547,7 +570,8 @@ class Store(ReadingMixin, IngestMixin):
         row = self.conn.execute(
             "with recursive up(id, parent_id, depth) as ("
             " select id, parent_id, depth from turns where id = ?"
-            " union all select t.id, t.parent_id, t.depth from up join turns t on t.id = up.parent_id"
+            " union all select t.id, t.parent_id, t.depth"
+            " from up join turns t on t.id = up.parent_id"
             " where up.depth > ?) select id from up where depth = ?",
             [node[_P_ID], ancestor_depth, ancestor_depth],
         ).fetchone()
@@ -563,73 +587,160 @@ class Store(ReadingMixin, IngestMixin):
         native: bool,
         seq: int,
         patch: Mapping[str, Any] | None = None,
+        fork: tuple[Any, ...] | None = None,
     ) -> Turn:
         """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
 
+        ``fork``: for a root of a forked session, the parent session's fork turn, from
+        which the root takes its path values (it stays a root of its own session).
+
         The caller updates the session's ``last_seq`` (and the active leaf).
         """
-        kind = entry["type"] if isinstance(entry.get("type"), str) else "unknown"
-        skip = set(_SKIP) if isinstance(entry.get("type"), str) else {"id", "parentId"}
-        message_dicts: list[dict[str, Any]] = []
-        if kind == "message":
-            if isinstance(entry.get("message"), dict):
-                message_dicts = [entry["message"]]
-                skip.add("message")
-            elif isinstance(entry.get("messages"), list) and all(
-                isinstance(m, dict) for m in entry["messages"]
-            ):
-                message_dicts = entry["messages"]
-                skip.add("messages")
-                if len(message_dicts) == 1:
-                    # One message is an ordinary pi entry; store and return it as one.
-                    entry["message"] = entry.pop("messages")[0]
-                    skip.add("message")
-        elif kind == "custom_message" and "content" in entry:
-            message_dicts = [{"role": "custom", "content": entry["content"]}]
-            skip.add("content")
+        kind, skip, message_dicts = turn_payload(entry)
         counts = [message_tokens(self.counter, m) for m in message_dicts]
-        fields = encode_entry_fields(entry, frozenset(skip))
-        tokens = sum(counts)
-        if kind in ("branch_summary", "compaction"):
-            summary = entry.get("summary")
-            if isinstance(summary, str) and summary:
-                tokens = message_tokens(self.counter, {"role": "compactionSummary", "summary": summary})
-        # path values from the parent
-        depth = 0 if parent is None else parent[_P_DEPTH] + 1
-        path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
         # A compaction points at itself (compaction_id), so its key is taken before the
         # insert; the write lock is held (BEGIN IMMEDIATE), so max(id) + 1 is ours.
         key: int | None = None
         if kind == "compaction":
             key = int(self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0])
-        if parent is not None and parent[_P_SEQ] == seq - 1:
+        uid = entry.get("id")
+        generated = not isinstance(uid, str)
+        if generated and "id" in entry and native:
+            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+        values, child = self._turn_values(
+            session_key,
+            session_id,
+            parent,
+            entry,
+            kind,
+            skip,
+            message_dicts,
+            counts,
+            seq=seq,
+            key=key,
+            uid=uid if isinstance(uid, str) else "",
+            native=native,
+            patch=patch,
+            fork=fork,
+        )
+        for _attempt in range(100):
+            if generated:
+                values["uid"] = secrets.token_hex(4)
+            try:
+                cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
+                break
+            except sqlite3.IntegrityError as err:
+                if "uid" not in str(err):
+                    raise
+                if not generated:
+                    raise InvalidEntry(
+                        f"a turn with id {uid!r} already exists in session {session_id!r}"
+                    ) from None
+        key = int(cursor.lastrowid or 0) if key is None else key
+        rows = message_rows(key, message_dicts, counts)
+        if rows:
+            self.conn.executemany(INSERT_MESSAGE_SQL, rows)
+        self._last_turn_key = key
+        final = dict(entry)
+        final["id"] = values["uid"]
+        final["parentId"] = None if parent is None else parent[_P_UID]
+        model_json = values["active_model_json"]
+        return Turn.model_construct(
+            id=values["uid"],
+            session_id=session_id,
+            parent_id=final["parentId"],
+            kind=kind,
+            seq=seq,
+            timestamp=values["created_utc"],
+            depth=values["depth"],
+            tokens=values["tokens"],
+            path_tokens=values["path_tokens"],
+            context_tokens=values["context_tokens"],
+            compactions=values["compaction_count"],
+            compaction_id=child[_P_COMPACTION_UID],
+            model=None if model_json is None else json.loads(model_json),
+            thinking_level=values["active_thinking_level"],
+            entry=final,
+        )
+
+    def _turn_values(
+        self,
+        session_key: int,
+        session_id: str,
+        parent: tuple[Any, ...] | None,
+        entry: dict[str, Any],
+        kind: str,
+        skip: frozenset[str],
+        message_dicts: list[dict[str, Any]],
+        counts: list[int],
+        *,
+        seq: int,
+        key: int | None,
+        uid: str,
+        native: bool,
+        patch: Mapping[str, Any] | None,
+        fork: tuple[Any, ...] | None = None,
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        """The column values of a new turn, and its row as a parent of later turns.
+
+        Path values come from the parent; a compaction's first kept turn is resolved
+        (and, for native appends, must be an ancestor).
+        """
+        link = parent  # the parent_id link; path values may come from a fork turn instead
+        if parent is None and fork is not None:
+            parent = fork
+        fields = encode_entry_fields(entry, skip)
+        tokens = sum(counts)
+        if kind in ("branch_summary", "compaction"):
+            summary = entry.get("summary")
+            if isinstance(summary, str) and summary:
+                tokens = message_tokens(
+                    self.counter, {"role": "compactionSummary", "summary": summary}
+                )
+        depth = 0 if parent is None else parent[_P_DEPTH] + 1
+        path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
+        if link is not None and parent is not None and parent[_P_SEQ] == seq - 1:
             run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
         else:
             run_start, run_parent = seq, None if parent is None else parent[_P_ID]
         model_json = None if parent is None else parent[_P_MODEL]
         thinking = "off" if parent is None else parent[_P_THINKING]
         if kind == "model_change":
-            model = {k: entry[v] for k, v in (("provider", "provider"), ("modelId", "modelId")) if v in entry}
-            model_json = dumps(model)
+            model_json = dumps(
+                {
+                    k: entry[v]
+                    for k, v in (("provider", "provider"), ("modelId", "modelId"))
+                    if v in entry
+                }
+            )
         elif kind == "thinking_level_change":
             level = entry.get("thinkingLevel")
             thinking = level if isinstance(level, str) else None
         for message in message_dicts:
             if message.get("role") == "assistant":
-                model = {k: message[v] for k, v in (("provider", "provider"), ("modelId", "model")) if v in message}
-                model_json = dumps(model)
+                model_json = dumps(
+                    {
+                        k: message[v]
+                        for k, v in (("provider", "provider"), ("modelId", "model"))
+                        if v in message
+                    }
+                )
         first_kept_key = None
         if kind == "compaction":
-            path_tokens_after = path_tokens
             first_uid = entry.get("firstKeptEntryId")
             kept: tuple[Any, ...] | None = None
             if isinstance(first_uid, str):
                 kept = self.conn.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
-            if kept is not None and parent is not None and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent):
+            if (
+                kept is not None
+                and parent is not None
+                and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent)
+            ):
                 first_kept_key = kept[_P_ID]
                 own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
                 context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
-            elif native:
+            elif native and not (isinstance(first_uid, str) and first_uid == entry.get("id")):
+                # (a compaction naming itself as first kept keeps nothing before it)
                 raise InvalidEntry(
                     f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
                     f"compaction in session {session_id!r}; keep a turn on the path to its parent"
@@ -637,28 +748,26 @@ class Store(ReadingMixin, IngestMixin):
             else:
                 context_tokens = tokens
             compaction_count = 1 + (0 if parent is None else parent[_P_COUNT])
-            path_tokens = path_tokens_after
+            compaction_key = key
         else:
             path_tokens += tokens
             context_tokens = tokens + (0 if parent is None else parent[_P_CTX_TOKENS])
             compaction_count = 0 if parent is None else parent[_P_COUNT]
-        uid = entry.get("id")
-        generated = not isinstance(uid, str)
-        if generated and "id" in entry and native:
-            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+            compaction_key = None if parent is None else parent[_P_COMPACTION]
         values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
         values.update(fields)
         values.update(
+            id=key,
             session_id=session_key,
-            parent_id=None if parent is None else parent[_P_ID],
+            uid=uid,
+            parent_id=None if link is None else link[_P_ID],
             seq=seq,
             kind=kind,
             depth=depth,
             tokens=tokens,
             path_tokens=path_tokens,
             context_tokens=context_tokens,
-            id=key,
-            compaction_id=key if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION]),
+            compaction_id=compaction_key,
             compaction_count=compaction_count,
             active_model_json=model_json,
             active_thinking_level=thinking,
@@ -667,50 +776,27 @@ class Store(ReadingMixin, IngestMixin):
             first_kept_turn_id=first_kept_key,
             source_patch_json=dumps(patch) if patch else None,
         )
-        for _attempt in range(100):
-            values["uid"] = secrets.token_hex(4) if generated else uid
-            try:
-                cursor = self.conn.execute(INSERT_TURN_SQL, [values[c] for c in TURN_COLUMNS])
-                break
-            except sqlite3.IntegrityError as err:
-                if "turns.session_id, turns.uid" not in str(err) and "turns_session_uid" not in str(err):
-                    raise
-                if not generated:
-                    raise InvalidEntry(
-                        f"a turn with id {uid!r} already exists in session {session_id!r}"
-                    ) from None
-        key = int(cursor.lastrowid) if key is None else key
-        rows = []
-        for idx, (message, count) in enumerate(zip(message_dicts, counts, strict=True)):
-            row = encode_message(message, count)
-            row["turn_id"] = key
-            row["idx"] = idx
-            rows.append(row)
-        if rows:
-            self.conn.executemany(INSERT_MESSAGE_SQL, rows)
-        self._last_turn_key = key
-        final = dict(entry)
-        final["id"] = values["uid"]
-        final["parentId"] = None if parent is None else parent[_P_UID]
-        return Turn.model_construct(
-            id=values["uid"],
-            session_id=session_id,
-            parent_id=final["parentId"],
-            kind=kind,
-            seq=seq,
-            timestamp=values["created_utc"],
-            depth=depth,
-            tokens=tokens,
-            path_tokens=path_tokens,
-            context_tokens=context_tokens,
-            compactions=compaction_count,
-            compaction_id=values["uid"]
-            if kind == "compaction"
-            else (None if parent is None else parent[_P_COMPACTION_UID]),
-            model=None if model_json is None else json.loads(model_json),
-            thinking_level=thinking,
-            entry=final,
+        compaction_uid = (
+            uid if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION_UID])
         )
+        child = (
+            key,
+            seq,
+            depth,
+            tokens,
+            path_tokens,
+            context_tokens,
+            compaction_key,
+            compaction_count,
+            model_json,
+            thinking,
+            run_start,
+            run_parent,
+            kind,
+            uid,
+            compaction_uid,
+        )
+        return values, child
 
 
 def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
@@ -722,7 +808,9 @@ def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
 def _validate_native(entry: dict[str, Any]) -> None:
     kind = entry.get("type")
     if not isinstance(kind, str) or not kind:
-        raise InvalidEntry(f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}")
+        raise InvalidEntry(
+            f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}"
+        )
     if kind == "session":
         raise InvalidEntry("'session' is a transcript header, not an entry; use create_session()")
     if kind == "message":
@@ -737,13 +825,17 @@ def _validate_native(entry: dict[str, Any]) -> None:
                 or not messages
                 or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
             ):
-                raise InvalidEntry("'messages' must be a non-empty list of dicts with a 'role' string")
+                raise InvalidEntry(
+                    "'messages' must be a non-empty list of dicts with a 'role' string"
+                )
         else:
             raise InvalidEntry("a message entry needs a 'message' dict")
     elif kind == "compaction":
         if not isinstance(entry.get("summary"), str):
             raise InvalidEntry("a compaction entry needs a 'summary' string")
         if not isinstance(entry.get("firstKeptEntryId"), str):
-            raise InvalidEntry("a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn")
+            raise InvalidEntry(
+                "a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn"
+            )
     elif kind == "label" and not isinstance(entry.get("targetId"), str):
         raise InvalidEntry("a label entry needs a 'targetId' string")

@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nexus_store.errors import ConflictError
-from nexus_store.rows import dumps
+from nexus_store.rows import dumps, message_rows, turn_payload
+from nexus_store.store.sql import (
+    INSERT_MESSAGE_SQL,
+    INSERT_TURN_SQL,
+    PARENT_BY_UID_SQL,
+    TURN_COLUMNS,
+)
+from nexus_store.tokens import count_messages
 
 __all__ = ["IngestCounts", "IngestMixin", "ProblemSink"]
 
@@ -101,36 +109,18 @@ class IngestMixin:
                 on_problem(line, kind, message, repaired)
 
         with self.atomic():  # type: ignore[attr-defined]
-            # Keys only grow, so a turn at or past this key was stored by this run:
-            # a second entry with its id is a duplicate in the file, not a conflict.
-            self._run_start_key = int(
-                self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0]
-            )
             session_key, session_id = self._ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
-            self._last_seq = int(
-                self.conn.execute(
-                    "select last_seq from sessions where id = ?", [session_key]
-                ).fetchone()[0]
-            )
-            last_key: int | None = None
-            title: str | None = None
-            for line, entry, patch in entries:
-                counts.entries += 1
-                key = self._ingest_one(session_key, session_id, line, entry, patch, counts, problem)
-                if key is not None:
-                    last_key = key
-                if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
-                    title = entry["name"].strip() or title
-            if last_key is not None:
-                self.conn.execute(
-                    "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
-                    "where id = ?",
-                    [last_key, _now(), self._last_seq, session_key],
-                )
-            if title:
-                self.conn.execute("update sessions set title = ? where id = ?", [title, session_key])
+            run = _Run(self, session_key, session_id, counts, problem)
+            batch: list[tuple[int, dict[str, Any], Mapping[str, Any] | None]] = []
+            for item in entries:
+                batch.append(item)
+                if len(batch) >= _BATCH:
+                    run.process(batch)
+                    batch = []
+            run.process(batch)
+            run.finish()
         return session_id, counts
 
     def _ensure_imported_session(
@@ -158,7 +148,8 @@ class IngestMixin:
         parent_key = None
         if parent_source_id is not None:
             parent = self.conn.execute(
-                "select id from sessions where source_id = ? order by id limit 1", [parent_source_id]
+                "select id from sessions where source_id = ? order by id limit 1",
+                [parent_source_id],
             ).fetchone()
             parent_key = None if parent is None else parent[0]
         created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else _now()
@@ -183,54 +174,183 @@ class IngestMixin:
         )
         return int(cursor.lastrowid or 0), uid
 
-    def _ingest_one(
+
+_BATCH = 500
+_CACHE = 20_000
+
+
+class _Run:
+    """One ingest: batches of entries counted together and inserted with executemany.
+
+    Path values need each parent's row: the rows of recent turns are kept in a
+    bounded cache (a conversation's parent is almost always a recent turn); a miss
+    flushes the pending rows and asks the database. Keys are assigned here (the
+    write lock is held for the whole file). Memory stays bounded by the cache.
+    """
+
+    def __init__(
         self,
+        store: Any,
         session_key: int,
         session_id: str,
+        counts: IngestCounts,
+        problem: Callable[[int, str, str, bool], None],
+    ) -> None:
+        self.store = store
+        self.conn: sqlite3.Connection = store.conn
+        self.session_key = session_key
+        self.session_id = session_id
+        self.counts = counts
+        self.problem = problem
+        self.run_start = int(
+            self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0]
+        )
+        self.next_key = self.run_start
+        self.last_seq = int(
+            self.conn.execute(
+                "select last_seq from sessions where id = ?", [session_key]
+            ).fetchone()[0]
+        )
+        # Ids are checked against the database when the session had turns before this
+        # run (a re-import), or once the cache has forgotten some of this run's turns.
+        self.check_db = self.last_seq >= 0
+        self.max_matched_seq = -1
+        self.cache: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self.pending_turns: list[list[Any]] = []
+        self.pending_messages: list[dict[str, Any]] = []
+        self.pending_uids: set[str] = set()
+        self.last_key: int | None = None
+        self.title: str | None = None
+
+    # -- batches -----------------------------------------------------------------------
+
+    def process(self, batch: list[tuple[int, dict[str, Any], Mapping[str, Any] | None]]) -> None:
+        if not batch:
+            return
+        payloads = [turn_payload(entry) for _, entry, _ in batch]
+        flat = [m for _, _, messages in payloads for m in messages]
+        tokens = iter(count_messages(self.store.counter, flat))
+        for (line, entry, patch), (kind, skip, messages) in zip(batch, payloads, strict=True):
+            counts = [next(tokens) for _ in messages]
+            self.counts.entries += 1
+            self.one(line, entry, patch, kind, skip, messages, counts)
+            if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
+                self.title = entry["name"].strip() or self.title
+        self.flush()  # memory stays bounded by the batch and the cache
+
+    def flush(self) -> None:
+        if self.pending_turns:
+            self.conn.executemany(INSERT_TURN_SQL, self.pending_turns)
+            if self.pending_messages:
+                self.conn.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
+        self.pending_turns = []
+        self.pending_messages = []
+        self.pending_uids = set()
+
+    def finish(self) -> None:
+        self.flush()
+        if self.last_key is not None:
+            self.conn.execute(
+                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                "where id = ?",
+                [self.last_key, _now(), self.last_seq, self.session_key],
+            )
+        if self.title:
+            self.conn.execute(
+                "update sessions set title = ? where id = ?", [self.title, self.session_key]
+            )
+
+    # -- one entry -----------------------------------------------------------------------
+
+    def _remember(self, uid: str, row: tuple[Any, ...]) -> None:
+        self.cache[uid] = row
+        if len(self.cache) > _CACHE:
+            self.cache.popitem(last=False)
+            self.check_db = True
+
+    def _parent(self, uid: str) -> tuple[Any, ...] | None:
+        row = self.cache.get(uid)
+        if row is not None:
+            return row
+        self.flush()
+        found: tuple[Any, ...] | None = self.conn.execute(
+            PARENT_BY_UID_SQL, [self.session_key, uid]
+        ).fetchone()
+        return found
+
+    def _known(self, uid: str, line: int, entry: dict[str, Any]) -> bool | None:
+        """None: a new id. True: already stored (matched). False: skipped (reported)."""
+        cached = self.cache.get(uid)
+        if uid in self.pending_uids or (cached is not None and cached[0] >= self.run_start):
+            self.problem(
+                line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
+            )
+            return False
+        if not self.check_db:
+            return None
+        existing = self.conn.execute(
+            "select id, seq from turns where session_id = ? and uid = ?", [self.session_key, uid]
+        ).fetchone()
+        if existing is None:
+            return None
+        if existing[0] >= self.run_start or existing[1] <= self.max_matched_seq:
+            self.problem(
+                line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
+            )
+            return False
+        stored = self.store.get_turn(self.session_id, uid).entry
+        if _same(stored, entry):
+            self.max_matched_seq = existing[1]
+            self.last_key = int(existing[0])
+            parent = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+            self._remember(uid, tuple(parent))
+            return True
+        self.counts.conflicts += 1
+        self.problem(
+            line,
+            "conflict",
+            f"entry {uid!r} is already stored with different content; not overwritten",
+            False,
+        )
+        return False
+
+    def one(
+        self,
         line: int,
         entry: dict[str, Any],
         patch: Mapping[str, Any] | None,
-        counts: IngestCounts,
-        problem: Callable[[int, str, str, bool], None],
-    ) -> int | None:
+        kind: str,
+        skip: frozenset[str],
+        messages: list[dict[str, Any]],
+        counts: list[int],
+    ) -> None:
         uid = entry.get("id")
         if not isinstance(uid, str) or not uid:
-            problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
-            return None
-        existing = self.conn.execute(
-            "select id from turns where session_id = ? and uid = ?", [session_key, uid]
-        ).fetchone()
-        if existing is not None:
-            stored = self.get_turn(session_id, uid).entry  # type: ignore[attr-defined]
-            if _same(stored, entry):
-                return int(existing[0])  # already imported: nothing to do
-            if self._imported_in_this_run(existing[0]):
-                problem(line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False)
-            else:
-                counts.conflicts += 1
-                problem(
-                    line,
-                    "conflict",
-                    f"entry {uid!r} is already stored with different content; not overwritten",
-                    False,
-                )
-            return None
+            self.problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
+            return
+        if self._known(uid, line, entry) is not None:
+            return
         patch_out: dict[str, Any] = dict(patch) if patch else {}
         parent_uid = entry.get("parentId")
         parent = None
         if parent_uid is not None:
             if parent_uid == uid:
-                problem(line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True)
+                self.problem(
+                    line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True
+                )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             elif not isinstance(parent_uid, str):
-                problem(line, "bad_type", f"parentId {parent_uid!r} is not a string; stored as a root", True)
+                self.problem(
+                    line,
+                    "bad_type",
+                    f"parentId {parent_uid!r} is not a string; stored as a root",
+                    True,
+                )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
             else:
-                from nexus_store.store.core import PARENT_BY_UID_SQL
-
-                parent = self.conn.execute(PARENT_BY_UID_SQL, [session_key, parent_uid]).fetchone()
+                parent = self._parent(parent_uid)
                 if parent is None:
-                    problem(
+                    self.problem(
                         line,
                         "orphan",
                         f"parent {parent_uid!r} of entry {uid!r} is not in this session (or comes "
@@ -240,26 +360,34 @@ class IngestMixin:
                     patch_out.setdefault("set", {})["parentId"] = parent_uid
         stored_entry = dict(entry)
         stored_entry["parentId"] = None if parent is None else parent_uid
-        self._last_seq += 1
-        turn = self._insert_turn(  # type: ignore[attr-defined]
-            session_key,
-            session_id,
+        if kind == "compaction":
+            self.flush()  # its first kept turn is resolved in the database
+        key = self.next_key
+        values, child = self.store._turn_values(
+            self.session_key,
+            self.session_id,
             parent,
             stored_entry,
+            kind,
+            skip,
+            messages,
+            counts,
+            seq=self.last_seq + 1,
+            key=key,
+            uid=uid,
             native=False,
-            seq=self._last_seq,
             patch=patch_out or None,
         )
-        counts.turns += 1
-        message = turn.entry.get("messages") or ([turn.entry["message"]] if "message" in turn.entry else [])
-        counts.messages += len(message) if turn.kind == "message" else 0
-        return int(self._last_turn_key)  # type: ignore[attr-defined]
-
-    def _imported_in_this_run(self, key: int) -> bool:
-        return key >= self._run_start_key
-
-    _run_start_key = 0
-    _last_seq = -1
+        self.pending_turns.append([values[c] for c in TURN_COLUMNS])
+        self.pending_messages.extend(message_rows(key, messages, counts))
+        self.pending_uids.add(uid)
+        self._remember(uid, child)
+        self.next_key += 1
+        self.last_seq += 1
+        self.last_key = key
+        self.counts.turns += 1
+        if kind == "message":
+            self.counts.messages += len(messages)
 
 
 def _now() -> str:

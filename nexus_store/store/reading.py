@@ -7,15 +7,15 @@ context; status reads the path values stored on the leaf and costs O(1).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
-from nexus_store.policy_basics import DEFAULT_WINDOW, degradation, trigger_threshold
+from nexus_store.policy import CompactionConfig, evaluate_degradation
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts
 from nexus_store.store.sql import CONTEXT_SQL, PATH_SQL, SESSION_SQL, TURN_SQL
 
@@ -161,7 +161,7 @@ class ReadingMixin:
                     context_tokens=row[9],
                     compactions=row[10],
                     compaction_id=row[11],
-                    model=None if row[12] is None else json.loads(row[12]),
+                    model=None if row[12] is None else jsoncodec.loads(row[12]),
                     thinking_level=row[13],
                     entry=entry,
                 )
@@ -218,8 +218,8 @@ class ReadingMixin:
         """Return the turns without children (the tips of every branch), in append order."""
         session_key, _ = self._session_row(session_id)
         rows = self.conn.execute(
-            _TURN_SELECT
-            + " where t.session_id = ? and not exists (select 1 from turns c where c.parent_id = t.id)"
+            _TURN_SELECT + " where t.session_id = ?"
+            " and not exists (select 1 from turns c where c.parent_id = t.id)"
             " order by t.seq",
             [session_key],
         ).fetchall()
@@ -276,7 +276,7 @@ class ReadingMixin:
             [session_key],
         ):
             if label is None and extra:
-                value = json.loads(extra).get("label")
+                value = jsoncodec.loads(extra).get("label")
                 label = value if isinstance(value, str) else None
             if target is None:
                 continue
@@ -313,6 +313,8 @@ class ReadingMixin:
                 thinking_level="off",
                 tokens=0,
                 turn_ids=[],
+                turn_kinds=[],
+                message_tokens=[],
             )
         leaf = self.conn.execute(
             "select t.uid, t.kind, t.compaction_id, t.context_tokens, t.active_model_json, "
@@ -332,34 +334,44 @@ class ReadingMixin:
                 "compaction": compaction,
             },
         )
-        messages, turn_ids = build_messages(rows, compaction)
+        messages, turn_ids, kinds, tokens = build_messages(rows, compaction)
         return Context.model_construct(
             session_id=session_id,
             leaf_id=leaf[0],
             messages=messages,
-            model=None if leaf[4] is None else json.loads(leaf[4]),
+            model=None if leaf[4] is None else jsoncodec.loads(leaf[4]),
             thinking_level=leaf[5],
             tokens=leaf[3],
             turn_ids=turn_ids,
+            turn_kinds=kinds,
+            message_tokens=tokens,
         )
 
     def status(
-        self, session_id: str, leaf_id: str | None = None, *, window: int = DEFAULT_WINDOW
+        self,
+        session_id: str,
+        leaf_id: str | None = None,
+        *,
+        window: int | None = None,
+        config: CompactionConfig | None = None,
     ) -> ContextStatus:
         """How full a leaf's context is and how often its path was compacted, in O(1).
 
         Args:
             session_id: The session.
             leaf_id: The leaf; None for the active leaf.
-            window: The model's context window in tokens.
+            window: The model's context window in tokens (default: the config's, 200,000).
+            config: Compaction settings: trigger formula and degradation limits.
 
         Returns:
             Tokens, window, percent, compactions on the path, the last compaction and
             the degradation risk.
         """
+        cfg = config or CompactionConfig()
+        window = cfg.context_window if window is None else window
         if window <= 0:
             raise ValueError(f"window must be a positive number of tokens, not {window}")
-        session_key, leaf_key = self._leaf_key(session_id, leaf_id)
+        _, leaf_key = self._leaf_key(session_id, leaf_id)
         tokens = compactions = 0
         leaf_uid = None
         last: dict[str, Any] | None = None
@@ -381,7 +393,7 @@ class ReadingMixin:
                     "layer": row[8],
                     "messages_compacted": row[9],
                 }
-        risk, recommendation = degradation(compactions)
+        degradation = evaluate_degradation(compactions, cfg)
         return ContextStatus(
             session_id=session_id,
             leaf_id=leaf_uid,
@@ -390,7 +402,7 @@ class ReadingMixin:
             percent=round(tokens / window * 100, 2),
             compactions=compactions,
             last_compaction=last,
-            risk=risk,
-            recommendation=recommendation,
-            threshold=trigger_threshold(window),
+            risk=degradation.risk,
+            recommendation=degradation.recommendation,
+            threshold=max(0, window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens),
         )

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils.db import quote_identifier
+
 from nexus_store.errors import ReadOnlyError, StoreOpenError
 from nexus_store.store.connection import check_existing
 
@@ -39,6 +41,7 @@ _READ_PRAGMAS = {
     "page_size",
     "freelist_count",
     "user_version",
+    "data_version",
     "schema_version",
     "journal_mode",
     "encoding",
@@ -81,6 +84,19 @@ class _Guard:
         return sqlite3.SQLITE_DENY
 
 
+def _connect_virtual_tables(conn: sqlite3.Connection) -> None:
+    """Connect each virtual table (the FTS5 search indexes) before the authorizer is set.
+
+    Connecting an FTS5 table parses its declaration, which the authorizer sees as an
+    UPDATE of sqlite_master; done first, queries on the indexes see only reads.
+    """
+    names = conn.execute(
+        "select name from sqlite_master where type = 'table' and sql like 'create virtual table%'"
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f"select 1 from {quote_identifier(name)} where 0").fetchall()
+
+
 def run_readonly(
     path: str | Path, sql: str, params: Sequence[Any] | dict[str, Any] = ()
 ) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
@@ -115,15 +131,20 @@ def run_readonly(
     guard = _Guard()
     try:
         conn.execute("pragma query_only = on")
+        _connect_virtual_tables(conn)
         conn.set_authorizer(guard)
         cursor = conn.execute(sql, params)
     except sqlite3.Warning:  # "You can only execute one statement at a time."
         conn.close()
-        raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+        raise ReadOnlyError(
+            "sql runs one statement at a time; the database was not changed"
+        ) from None
     except sqlite3.DatabaseError as err:
         conn.close()
         if "one statement at a time" in str(err):
-            raise ReadOnlyError("sql runs one statement at a time; the database was not changed") from None
+            raise ReadOnlyError(
+                "sql runs one statement at a time; the database was not changed"
+            ) from None
         if guard.denied or "not authorized" in str(err) or "readonly" in str(err).lower():
             what = guard.denied or "writing"
             raise ReadOnlyError(

@@ -15,7 +15,11 @@ __all__ = [
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
+    "PARENT_BY_UID_SQL",
+    "PARENT_COLUMNS",
     "PATH_SQL",
+    "SESSION_AND_LEAF_SQL",
+    "SESSION_AND_PARENT_SQL",
     "SESSION_SQL",
     "TURN_COLUMNS",
     "TURN_SQL",
@@ -125,12 +129,14 @@ order by t.depth
 # of the latest compaction (:stop_depth is that turn's depth; the compaction's own
 # depth when it keeps nothing before it; 0 without a compaction), the turns of those
 # runs that can produce a message, and their messages. The latest compaction
-# (:compaction) sorts first: it becomes the compactionSummary message.
+# (:compaction) sorts first: it becomes the compactionSummary message. A forked
+# session's roots continue (run_parent_id) at the fork turn of the parent session, so
+# the walk follows the fork without the parent's turns being copied.
 CONTEXT_SQL = """
-with recursive seg(start_seq, end_seq, end_depth, jump) as (
-    select run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
+with recursive seg(session, start_seq, end_seq, end_depth, jump) as (
+    select session_id, run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
     union all
-    select p.run_start_seq, p.seq, p.depth, p.run_parent_id
+    select p.session_id, p.run_start_seq, p.seq, p.depth, p.run_parent_id
     from seg join turns p on p.id = seg.jump
     where seg.end_depth - (seg.end_seq - seg.start_seq) > :stop_depth
 )
@@ -138,12 +144,36 @@ select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_ui
        t.custom_type, t.display, t.details_json, t.extra_json,
        m.idx, m.role, m.content_kind, m.content_json, m.text,
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
-       m.timestamp_ms, m.extra_json
+       m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 from seg
-join turns t on t.session_id = :session
+join turns t on t.session_id = seg.session
   and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
 left join messages m on m.turn_id = t.id
 where t.depth >= :stop_depth
   and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)
 order by t.id = :compaction desc, t.depth, m.idx
 """
+
+# The row of a turn as a parent of new turns (its path values), with its nearest
+# compaction's public id; core.py names the positions (_P_*).
+PARENT_COLUMNS = (
+    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
+    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
+    "t.run_parent_id, t.kind, t.uid, pc.uid"
+)
+# The session (key, last seq) with the row of the turn a new turn goes under: the
+# active leaf, or the turn named by uid. One read per append.
+SESSION_AND_LEAF_SQL = (
+    f"select s.id, s.last_seq, s.fork_turn_id, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.id = s.active_leaf_id "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+SESSION_AND_PARENT_SQL = (
+    f"select s.id, s.last_seq, s.fork_turn_id, {PARENT_COLUMNS} from sessions s "
+    "left join turns t on t.session_id = s.id and t.uid = ? "
+    "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
+)
+PARENT_BY_UID_SQL = (
+    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
+    "where t.session_id = ? and t.uid = ?"
+)

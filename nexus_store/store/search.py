@@ -1,0 +1,248 @@
+"""Full-text search over message text and summaries (FTS5, BM25-ranked).
+
+Two external-content FTS5 indexes (schema/0002_search.sql) point at the text the
+store already keeps: ``messages_fts`` at ``messages.text`` (the flattened text of a
+message: text blocks joined, tool output, bash output) and ``summaries_fts`` at
+``turns.summary`` (compaction and branch-summary turns). Triggers keep them in sync
+on every insert and delete, so a search sees every committed write. Each index is
+queried in rank order with the filters applied inside SQL; the two ranked lists are
+merged by their BM25 score (lower is better, as FTS5 ``rank``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from nexus_store.errors import InvalidQuery
+
+__all__ = ["SUMMARY_ROLES", "SearchHit", "SearchMixin", "literal_query"]
+
+SUMMARY_ROLES = {"compaction": "compactionSummary", "branch_summary": "branchSummary"}
+"""The role a summary hit reports: the role of the message pi's assembly makes of it."""
+
+# Matches in message text, best first. The FTS table drives the loop, so SQLite
+# takes its rank order (no sort) and computes a snippet only for rows it returns.
+SEARCH_MESSAGES_SQL = """
+select s.uid, t.uid, t.kind, m.role, m.tool_name, m.idx,
+       snippet(messages_fts, 0, :open, :close, '…', :tokens), messages_fts.rank
+from messages_fts
+join messages m on m.id = messages_fts.rowid
+join turns t on t.id = m.turn_id
+join sessions s on s.id = t.session_id
+where messages_fts match :query
+  and messages_fts.rowid between :lo and :hi
+  and (:session is null or t.session_id = :session)
+  and (:role is null or m.role = :role)
+  and (:tool is null or m.tool_name = :tool)
+order by messages_fts.rank
+limit :limit
+"""
+
+# Matches in compaction and branch-summary text, best first (same shape).
+SEARCH_SUMMARIES_SQL = """
+select s.uid, t.uid, t.kind,
+       case t.kind when 'compaction' then 'compactionSummary'
+                   when 'branch_summary' then 'branchSummary' end,
+       snippet(summaries_fts, 0, :open, :close, '…', :tokens), summaries_fts.rank
+from summaries_fts
+join turns t on t.id = summaries_fts.rowid
+join sessions s on s.id = t.session_id
+where summaries_fts match :query
+  and summaries_fts.rowid between :lo and :hi
+  and (:session is null or t.session_id = :session)
+  and (:kind is null or t.kind = :kind)
+order by summaries_fts.rank
+limit :limit
+"""
+
+# The smallest and largest key of a session's messages, and of its turns. A session's
+# rows are mostly one contiguous key range (one writer at a time), so bounding the FTS
+# rowid lets FTS5 rank only that range: a search in one session of a large database
+# costs what that session holds, not what the database holds.
+SESSION_MESSAGE_BOUNDS_SQL = """
+select min(m.id), max(m.id)
+from turns t join messages m on m.turn_id = t.id
+where t.session_id = ?
+"""
+SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
+_ALL_ROWIDS = (-(2**63), 2**63 - 1)
+
+_SYNTAX_HINT = (
+    'FTS5 syntax: words (all must match), "a phrase", OR, NOT, prefix*, NEAR(a b); '
+    "search with literal=True (CLI: --literal) to match the words as typed"
+)
+_FTS_ERRORS = ("fts5:", "no such column", "unterminated string", "unknown special query")
+
+
+class SearchHit(BaseModel):
+    """One search match: where it is and a snippet of its text.
+
+    Attributes:
+        session_id: The session.
+        turn_id: The turn whose message or summary matched.
+        kind: The turn's kind (message, custom_message, compaction, branch_summary).
+        role: The message role (user, assistant, toolResult, ...); for summaries the
+            role of the message assembly makes of them (compactionSummary, branchSummary).
+        tool_name: The tool of a tool result, else None.
+        message_index: Position of the message within its turn; None for a summary.
+        snippet: The matching text around the match, matches wrapped in the markers.
+        rank: BM25 score as FTS5 gives it: lower (more negative) is a better match.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    turn_id: str
+    kind: str
+    role: str | None
+    tool_name: str | None
+    message_index: int | None
+    snippet: str
+    rank: float
+
+
+def literal_query(text: str) -> str:
+    """Turn free text into an FTS5 query matching each word as typed (all must match).
+
+    Args:
+        text: Words separated by whitespace; quotes and operators lose their meaning.
+
+    Returns:
+        An FTS5 query: each word as a quoted string.
+
+    Raises:
+        InvalidQuery: If there are no words.
+
+    Example:
+        >>> literal_query("foo-bar c++")
+        '"foo-bar" "c++"'
+    """
+    words = text.split()
+    if not words:
+        raise InvalidQuery("the search query is empty; give at least one word")
+    return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+class SearchMixin:
+    """The search method of `Store` (see there)."""
+
+    conn: sqlite3.Connection
+
+    def _session_row(self, session_id: str) -> tuple[int, int | None]:
+        raise NotImplementedError
+
+    def search(
+        self,
+        query: str,
+        *,
+        session: str | None = None,
+        role: str | None = None,
+        tool: str | None = None,
+        limit: int = 20,
+        literal: bool = False,
+        markers: tuple[str, str] = ("[", "]"),
+        snippet_tokens: int = 16,
+    ) -> list[SearchHit]:
+        """Search message text and compaction/branch summaries, best match first.
+
+        Args:
+            query: An FTS5 query: words (all must match), ``"a phrase"``, ``OR``,
+                ``NOT``, ``prefix*``, ``NEAR(a b)``.
+            session: Only this session (its id).
+            role: Only messages with this role (``user``, ``assistant``,
+                ``toolResult``, ...; ``compactionSummary`` or ``branchSummary`` for
+                summaries).
+            tool: Only results of this tool (summaries never match).
+            limit: At most this many hits.
+            literal: Match the words of ``query`` as typed instead of parsing FTS5
+                syntax (see `literal_query`).
+            markers: Text put before and after each match in the snippet.
+            snippet_tokens: Words of context in a snippet (1 to 64).
+
+        Returns:
+            The hits ordered by BM25 rank (best first).
+
+        Raises:
+            InvalidQuery: If the query is not valid FTS5 syntax, is empty, or
+                ``limit``/``snippet_tokens`` is out of range.
+            SessionNotFound: If ``session`` does not exist.
+
+        Example:
+            >>> from nexus_store import Store
+            >>> with Store(memory=True, counter="chars4") as store:
+            ...     s = store.create_session()
+            ...     _ = store.append_message(s.id, {"role": "user", "content": "the fox jumps"})
+            ...     [hit.snippet for hit in store.search("fox")]
+            ['the [fox] jumps']
+        """
+        if limit < 1:
+            raise InvalidQuery(f"limit must be at least 1, not {limit}")
+        if not 1 <= snippet_tokens <= 64:
+            raise InvalidQuery(f"snippet_tokens must be between 1 and 64, not {snippet_tokens}")
+        if literal:
+            query = literal_query(query)
+        elif not query.strip():
+            raise InvalidQuery("the search query is empty; give at least one word")
+        session_key = None if session is None else self._session_row(session)[0]
+        params: dict[str, Any] = {
+            "query": query,
+            "session": session_key,
+            "open": markers[0],
+            "close": markers[1],
+            "tokens": snippet_tokens,
+            "limit": limit,
+        }
+        bounds = _ALL_ROWIDS
+        if session_key is not None:
+            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [session_key]).fetchone()
+        hits: list[SearchHit] = []
+        message_params = {**params, "role": role, "tool": tool, "lo": bounds[0], "hi": bounds[1]}
+        for row in self._fts_rows(SEARCH_MESSAGES_SQL, message_params):
+            hits.append(
+                SearchHit(
+                    session_id=row[0],
+                    turn_id=row[1],
+                    kind=row[2],
+                    role=row[3],
+                    tool_name=row[4],
+                    message_index=row[5],
+                    snippet=row[6],
+                    rank=row[7],
+                )
+            )
+        summary_kinds = {v: k for k, v in SUMMARY_ROLES.items()}
+        if tool is None and (role is None or role in summary_kinds):
+            kind = None if role is None else summary_kinds[role]
+            bounds = _ALL_ROWIDS
+            if session_key is not None:
+                bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [session_key]).fetchone()
+            summary_params = {**params, "kind": kind, "lo": bounds[0], "hi": bounds[1]}
+            for row in self._fts_rows(SEARCH_SUMMARIES_SQL, summary_params):
+                hits.append(
+                    SearchHit(
+                        session_id=row[0],
+                        turn_id=row[1],
+                        kind=row[2],
+                        role=row[3],
+                        tool_name=None,
+                        message_index=None,
+                        snippet=row[4],
+                        rank=row[5],
+                    )
+                )
+        hits.sort(key=lambda hit: hit.rank)  # stable: messages before summaries on ties
+        return hits[:limit]
+
+    def _fts_rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as err:
+            text = str(err)
+            if any(marker in text for marker in _FTS_ERRORS):
+                raise InvalidQuery(
+                    f"invalid search query {params['query']!r} ({text}). {_SYNTAX_HINT}"
+                ) from None
+            raise
