@@ -655,6 +655,12 @@ MISS_WHY = {
         "construction on the hot path would reach it. With FULL the fsync dominates both."
     ),
     "append WAL FULL": "the fsync per commit dominates; see WAL NORMAL for the CPU part.",
+    "storage": (
+        "the FTS5 index over message text (migration 0002_search; external content, so the "
+        "text itself is stored once) adds ~0.3 MB per 1,000 turns (+17%: 1.37x -> 1.60x), and this "
+        "benchmark's small generated vocabulary makes its position lists dense. An index "
+        "with detail=column or detail=none, or search as an opt-in migration, would reach it."
+    ),
     "import": (
         "the import feeds entries one by one through the append path (per-entry statements and "
         "tiktoken); the baseline does one executemany per 10,000 rows. Batched inserts per "
