@@ -662,8 +662,8 @@ MISS_WHY = {
         "with detail=column or detail=none, or search as an opt-in migration, would reach it."
     ),
     "import": (
-        "the import feeds entries one by one through the append path (per-entry statements and "
-        "tiktoken); the baseline does one executemany per 10,000 rows. Batched inserts per "
+        "the import writes entries one at a time (several statements and a tiktoken count per "
+        "entry); the baseline does one executemany per 10,000 rows. Batched inserts per "
         "chunk, batched token counting (encode_ordinary_batch) and path values computed from an "
         "in-memory parent map would reach it."
     ),
