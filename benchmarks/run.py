@@ -39,7 +39,11 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import workload  # noqa: E402
-from peers import ALL, Peer  # noqa: E402
+from peers import (  # noqa: E402
+    ALL,
+    Peer,
+    pi_node,
+)
 from peers.jsonl_tree import JsonlTreePeer  # noqa: E402
 from peers.nexus import NexusPeer  # noqa: E402
 from peers.pi_node import PiNodePeer, pi_version  # noqa: E402
@@ -888,7 +892,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="re-render the table and plot of a results/*.json file (no measuring)",
     )
+    ap.add_argument(
+        "--install-pi",
+        action="store_true",
+        help="npm-install @mariozechner/pi-coding-agent under benchmarks/.work/node if missing",
+    )
     args = ap.parse_args(argv)
+    pi_node.INSTALL = args.install_pi
     if args.from_json:
         return rerender(Path(args.from_json))
     cfg = Config.make(args.quick)

@@ -1,7 +1,7 @@
 """pi-coding-agent's own ``SessionManager`` (node), driven by ``pi_session.mjs``.
 
 Install: ``npm install @mariozechner/pi-coding-agent`` under ``benchmarks/.work/node``
-(run.py does it when npm is present; the version is printed with the results). The
+(``run.py --install-pi`` does it; the version is printed with the results). The
 harness hands this peer the same pi v3 file the Python JSONL peer reads, so both load
 byte-identical histories. Timings are taken inside node (``process.hrtime``), so node's
 start-up is not counted. Appends use ``appendMessage``/``appendCompaction``
@@ -36,14 +36,24 @@ def pi_version() -> str | None:
         return None
 
 
+#: Set by run.py --install-pi: npm-install the package when it is missing. Off by default
+#: so that a --quick run never waits on the network.
+INSTALL = False
+
+
 def ensure_installed() -> str | None:
-    """npm-install pi-coding-agent under .work/node if node and npm exist; why not, or None."""
+    """Check (and with INSTALL, npm-install) pi-coding-agent under .work/node; why not, or None."""
     if shutil.which("node") is None:
         return "node not found"
     if pi_version():
         return None
     if shutil.which("npm") is None:
         return "npm not found"
+    if not INSTALL:
+        return (
+            "@mariozechner/pi-coding-agent not installed under benchmarks/.work/node "
+            "(pass --install-pi to npm-install it)"
+        )
     NODE_DIR.mkdir(parents=True, exist_ok=True)
     if not (NODE_DIR / "package.json").exists():
         (NODE_DIR / "package.json").write_text('{"private": true}\n')
