@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from queue import Full, Queue
 from typing import Any
 
 from nexus_store.errors import ConflictError, InvalidEntry
@@ -117,13 +119,8 @@ class IngestMixin:
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
             run = _Run(self, session_key, session_id, counts, problem)
-            batch: list[tuple[int, dict[str, Any], Mapping[str, Any] | None]] = []
-            for item in entries:
-                batch.append(item)
-                if len(batch) >= _BATCH:
-                    run.process(batch)
-                    batch = []
-            run.process(batch)
+            for prepared in _prepared_batches(entries, self.counter):  # type: ignore[attr-defined]
+                run.process(*prepared)
             run.finish()
         return session_id, counts
 
@@ -184,7 +181,68 @@ class IngestMixin:
 
 
 _BATCH = 500
-_CACHE = 20_000
+_CACHE = 10_000
+_QUEUED = 4  # prepared batches waiting: bounds memory to a few batches
+
+_Item = tuple[int, dict[str, Any], Mapping[str, Any] | None]
+_Payload = tuple[str, frozenset[str], list[dict[str, Any]]]
+_Prepared = tuple[list[_Item], list[_Payload], list[int]]
+
+
+def _prepare(batch: list[_Item], counter: Any) -> _Prepared:
+    payloads = [turn_payload(entry) for _, entry, _ in batch]
+    flat = [m for _, _, messages in payloads for m in messages]
+    return batch, payloads, count_messages(counter, flat)
+
+
+def _prepared_batches(entries: Iterable[_Item], counter: Any) -> Iterator[_Prepared]:
+    """Batches of entries with their token counts, read and counted on a second thread.
+
+    Parsing and token counting (tiktoken releases the GIL) for the next batch overlap
+    with writing the current one (SQLite releases it too). The queue holds a few
+    batches, so memory stays flat; an error on the reading side is raised here, and
+    stopping early (an exception on the writing side) stops the reader.
+    """
+    queue: Queue[_Prepared | BaseException | None] = Queue(maxsize=_QUEUED)
+    stop = threading.Event()
+
+    def put(item: _Prepared | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            batch: list[_Item] = []
+            for item in entries:
+                batch.append(item)
+                if len(batch) >= _BATCH:
+                    if not put(_prepare(batch, counter)):
+                        return
+                    batch = []
+            if batch and not put(_prepare(batch, counter)):
+                return
+            put(None)
+        except BaseException as err:  # handed to the writing thread, which raises it
+            put(err)
+
+    reader = threading.Thread(target=read, name="nexus-ingest-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            got = queue.get()
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            yield got
+    finally:
+        stop.set()
+        reader.join(timeout=5)
 
 
 class _Run:
@@ -232,12 +290,8 @@ class _Run:
 
     # -- batches -----------------------------------------------------------------------
 
-    def process(self, batch: list[tuple[int, dict[str, Any], Mapping[str, Any] | None]]) -> None:
-        if not batch:
-            return
-        payloads = [turn_payload(entry) for _, entry, _ in batch]
-        flat = [m for _, _, messages in payloads for m in messages]
-        tokens = iter(count_messages(self.store.counter, flat))
+    def process(self, batch: list[_Item], payloads: list[_Payload], counted: list[int]) -> None:
+        tokens = iter(counted)
         for (line, entry, patch), (kind, skip, messages) in zip(batch, payloads, strict=True):
             counts = [next(tokens) for _ in messages]
             self.counts.entries += 1
