@@ -672,7 +672,7 @@ MISS_WHY = {
         "(~18 MB/s of text with tiktoken), the row codec, path values, and inserts into two "
         "tables with 7 indexes plus the FTS5 index; the baseline stores each line as one row. It "
         "is batched (executemany per 500 entries, parents from a bounded cache) and reads and "
-        "counts the next batch on a second thread. Counting with chars/4 (--counter chars4) "
+        "counts the next batch on a second thread. Counting with chars/4 (nexus-store --counter chars4) "
         "and search as an opt-in index would roughly double it; reaching 50% needs the writing "
         "side in fewer rows per entry."
     ),

@@ -31,7 +31,14 @@ __all__ = ["cli"]
     help="Database file. Default: $NEXUS_STORE_DB, else "
     "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",
 )
-def cli(db: Path | None) -> None:
+@click.option(
+    "--counter",
+    type=click.Choice(["cl100k_base", "chars4"]),
+    help="Token counter for a new database: cl100k_base (tiktoken, offline; the default) or "
+    "chars4 (pi's chars/4 estimate, faster). An existing database keeps the one it was created "
+    "with.",
+)
+def cli(db: Path | None, counter: str | None) -> None:
     """Store LLM agent sessions as a tree of turns in SQLite.
 
     Sessions branch, compaction turns summarize old history without deleting

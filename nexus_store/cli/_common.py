@@ -62,7 +62,7 @@ def open_store(ctx: click.Context, *, create: bool = False) -> Store:
                 "or point --db / NEXUS_STORE_DB at one"
             )
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    store = Store(path)
+    store = Store(path, counter=ctx.find_root().params.get("counter"))
     ctx.call_on_close(store.close)
     return store
 

@@ -244,7 +244,8 @@ class Store(
         elif recorded != chosen.name:
             raise NexusError(
                 f"this database stores token counts made by {recorded!r}, not {chosen.name!r}; "
-                f"open it with counter={recorded!r} so that counts stay comparable"
+                f"open it with its own counter (counter={recorded!r}, or no --counter option) "
+                "so that counts stay comparable"
             )
         return chosen
 
