@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from nexus_store import __version__
-from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
+from nexus_store.cli._common import CONTEXT_SETTINGS, DatabaseParam, NexusGroup
 from nexus_store.cli.compacting import compact, navigate
+from nexus_store.cli.copying import copy
 from nexus_store.cli.context import context
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.transfer import export, import_
@@ -24,12 +25,12 @@ __all__ = ["cli"]
 @click.version_option(__version__, prog_name="nexus-store")
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DatabaseParam(),
     envvar="NEXUS_STORE_DB",
-    help="Database file. Default: $NEXUS_STORE_DB, else "
+    help="Database file or postgresql:// URL. Default: $NEXUS_STORE_DB, else "
     "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",
 )
-def cli(db: Path | None) -> None:
+def cli(db: Path | str | None) -> None:
     """Store LLM agent sessions as a tree of turns in SQLite.
 
     Sessions branch, compaction turns summarize old history without deleting
@@ -44,5 +45,5 @@ def cli(db: Path | None) -> None:
     """
 
 
-for command in (import_, export, sessions, tree, context, compact, navigate, sql):
+for command in (import_, export, sessions, tree, context, compact, navigate, sql, copy):
     cli.add_command(command)

@@ -14,9 +14,11 @@ import click
 
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
+from nexus_store.store.pg import is_postgres_url
 
 __all__ = [
     "CONTEXT_SETTINGS",
+    "DatabaseParam",
     "NexusGroup",
     "default_db_path",
     "echo_json",
@@ -52,9 +54,29 @@ class NexusGroup(click.Group):
             return None
 
 
+class DatabaseParam(click.ParamType):
+    """A database file (a Path), or a ``postgresql://`` URL kept as text (issue 8)."""
+
+    name = "PATH|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Keep URLs as they are (a Path would fold their ``//``); files become Paths."""
+        if is_postgres_url(value):
+            return value
+        path = Path(value)
+        if path.is_dir():
+            self.fail(f"{value!r} is a directory; give the path of a database file", param, ctx)
+        return path
+
+
 def open_store(ctx: click.Context, *, create: bool = False) -> Store:
     """Open the database named by --db (or the default), closing it when the command ends."""
-    path: Path = ctx.find_root().params["db"] or default_db_path()
+    target: Path | str = ctx.find_root().params["db"] or default_db_path()
+    if isinstance(target, str):  # a postgresql:// URL
+        url_store = Store(target)
+        ctx.call_on_close(url_store.close)
+        return url_store
+    path = target
     if not path.exists():
         if not create:
             raise click.ClickException(

@@ -36,7 +36,9 @@ from nexus_store.models import Session, Turn
 from nexus_store.rows import dumps, encode_entry_fields, encode_message
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
+from nexus_store.store.copying import CopyMixin
 from nexus_store.store.ingest import IngestMixin
+from nexus_store.store.pg import is_postgres_url
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.sql import INSERT_MESSAGE_SQL, INSERT_TURN_SQL, TURN_COLUMNS
 from nexus_store.store.transfer import TransferMixin
@@ -94,7 +96,7 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
+class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin, CopyMixin):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
@@ -105,7 +107,8 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
         [{'role': 'user', 'content': 'hi', 'timestamp': 0}]
 
     Args:
-        path: Database file (created if missing), or a `sqlite_utils.Database`.
+        path: Database file (created if missing), or a `sqlite_utils.Database`, or a
+            ``postgresql://`` URL (a `PostgresStore` on a server).
         memory: Use a private in-memory database instead of a file.
         counter: Token counter: a name (``"cl100k_base"``, ``"chars4"``) or an object
             with ``name`` and ``count``. Default: the one the database was created with
@@ -118,6 +121,14 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
         StoreOpenError: If the path cannot be opened as a nexus_store database.
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
+
+    def __new__(cls, path: Any = None, **options: Any) -> Store:
+        """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
+        if cls is Store and is_postgres_url(path):
+            from nexus_store.store.pgstore import PostgresStore
+
+            return super().__new__(PostgresStore)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -373,6 +384,7 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
                 raise InvalidEntry(
                     f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
                 )
+            self._lock_session(session_id)
             if explicit:
                 row = self.conn.execute(
                     _SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
@@ -499,6 +511,9 @@ class Store(ReadingMixin, IngestMixin, TransferMixin, CompactionMixin):
         return self.get_session(session_id)
 
     # -- internals shared with importers -------------------------------------------------
+
+    def _lock_session(self, session_id: str) -> None:
+        """Serialize appends to one session; SQLite's BEGIN IMMEDIATE already does."""
 
     def _session_row(self, session_id: str) -> tuple[int, int | None]:
         row = self.conn.execute(
