@@ -56,6 +56,16 @@ class PgServer:
             conn.execute(f'create database "{name}"')
         return self.url(name)
 
+    def create_schema(self, prefix: str = "t") -> str:
+        """A new empty schema of the ``postgres`` database; returns a URL that uses it."""
+        import psycopg
+
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'create schema "{name}"')
+        sep = "&" if "?" in self.url() else "?"
+        return f"{self.url()}{sep}options=-csearch_path%3D{name}"
+
     def stop(self) -> None:
         """Stop the server and remove its folder."""
         if self._stop is not None:
@@ -116,20 +126,28 @@ def start_server() -> PgServer:
     return PgServer(f"postgresql://{user}@/postgres?host={sock}", stop, root)
 
 
+_SHARED: list[PgServer] = []
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """A PostgreSQL server for the whole test session (skips where no binary exists)."""
     if not os.environ.get("NEXUS_TEST_PG_URL") and find_bin_dir() is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install postgresql")
+    if _SHARED:  # one server even when two modules register the fixture
+        yield _SHARED[0]
+        return
     server = start_server()
+    _SHARED.append(server)
     try:
         yield server
     finally:
+        _SHARED.clear()
         with contextlib.suppress(Exception):
             server.stop()
 
 
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> str:
-    """The URL of a new, empty database on the test server."""
-    return pg_server.create_database()
+    """The URL of a new, empty schema on the test server (its own tables)."""
+    return pg_server.create_schema()
