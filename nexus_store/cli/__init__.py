@@ -11,10 +11,10 @@ from pathlib import Path
 import click
 
 from nexus_store import __version__
-from nexus_store.cli._common import CONTEXT_SETTINGS, DatabaseParam, NexusGroup
+from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, database_target
 from nexus_store.cli.compacting import compact, navigate
-from nexus_store.cli.copying import copy
 from nexus_store.cli.context import context
+from nexus_store.cli.copying import copy
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.transfer import export, import_
 
@@ -25,7 +25,8 @@ __all__ = ["cli"]
 @click.version_option(__version__, prog_name="nexus-store")
 @click.option(
     "--db",
-    type=DatabaseParam(),
+    callback=database_target,
+    metavar="PATH|URL",
     envvar="NEXUS_STORE_DB",
     help="Database file or postgresql:// URL. Default: $NEXUS_STORE_DB, else "
     "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",

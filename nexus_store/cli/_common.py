@@ -18,8 +18,8 @@ from nexus_store.store.pg import is_postgres_url
 
 __all__ = [
     "CONTEXT_SETTINGS",
-    "DatabaseParam",
     "NexusGroup",
+    "database_target",
     "default_db_path",
     "echo_json",
     "json_option",
@@ -54,19 +54,19 @@ class NexusGroup(click.Group):
             return None
 
 
-class DatabaseParam(click.ParamType):
-    """A database file (a Path), or a ``postgresql://`` URL kept as text (issue 8)."""
+def database_target(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> Path | str | None:
+    """Option callback: a database file as a Path, a ``postgresql://`` URL kept as text.
 
-    name = "PATH|URL"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """Keep URLs as they are (a Path would fold their ``//``); files become Paths."""
-        if is_postgres_url(value):
-            return value
-        path = Path(value)
-        if path.is_dir():
-            self.fail(f"{value!r} is a directory; give the path of a database file", param, ctx)
-        return path
+    (A Path would fold a URL's ``//``; issue 8.)
+    """
+    if value is None or is_postgres_url(value):
+        return value
+    path = Path(value)
+    if path.is_dir():
+        raise click.BadParameter(f"{value!r} is a directory; give the path of a database file")
+    return path
 
 
 def open_store(ctx: click.Context, *, create: bool = False) -> Store:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from nexus_store.cli._common import DatabaseParam, echo_json
+from nexus_store.cli._common import database_target, echo_json
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
 
@@ -18,14 +18,16 @@ __all__ = ["copy"]
 @click.option(
     "--from",
     "source",
-    type=DatabaseParam(),
+    callback=database_target,
+    metavar="PATH|URL",
     required=True,
     help="The database to read: a file or a postgresql:// URL.",
 )
 @click.option(
     "--to",
     "target",
-    type=DatabaseParam(),
+    callback=database_target,
+    metavar="PATH|URL",
     required=True,
     help="The database to write (created and migrated if new): a file or a postgresql:// URL.",
 )
@@ -84,4 +86,3 @@ def copy(
             f"{report.sessions} sessions: {report.copied} copied, {report.skipped} already "
             f"complete; {report.turns:,} turns written in {report.seconds:.2f}s"
         )
-

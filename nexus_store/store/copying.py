@@ -168,7 +168,18 @@ class CopyMixin:
             written = self._copy_turns(source, uid, key, have, last_uid, last_seq)
             self.conn.execute(
                 _UPDATE_SESSION_SQL,
-                [row[2], row[4], row[10], self._last_seq, key, row[11], row[12], row[12], row[13], key],
+                [
+                    row[2],
+                    row[4],
+                    row[10],
+                    self._last_seq,
+                    key,
+                    row[11],
+                    row[12],
+                    row[12],
+                    row[13],
+                    key,
+                ],
             )
         return written if written or created else None
 

@@ -47,7 +47,10 @@ _REWRITES: list[tuple[re.Pattern[str], str]] = [
     # scalar max() of the run walk (PATH_SQL, CONTEXT_SQL)
     (re.compile(r"\bmax\((?=seg\.start_seq,)"), "greatest("),
     # the settings row written once (Store._resolve_counter)
-    (re.compile(r"^(\s*)insert or ignore into (.*)$", re.DOTALL), r"\1insert into \2 on conflict do nothing"),
+    (
+        re.compile(r"^(\s*)insert or ignore into (.*)$", re.DOTALL),
+        r"\1insert into \2 on conflict do nothing",
+    ),
     # a turn's key: NULL asks SQLite for a new rowid; PostgreSQL takes it from the sequence
     (
         re.compile(r"^(insert into turns \(id, [^)]*\) values \()\?"),
@@ -170,7 +173,7 @@ class PgConnection:
 
         text, mode = translate(sql)
         try:
-            cursor = self.raw.execute(text, params)  # type: ignore[arg-type]
+            cursor = self.raw.execute(text, params)
         except psycopg.IntegrityError as err:
             raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
         if mode is None:
@@ -245,7 +248,7 @@ def run_readonly_pg(
     try:
         raw.autocommit = False
         raw.read_only = True
-        cursor = raw.execute(_placeholders(sql), params)  # type: ignore[arg-type]
+        cursor = raw.execute(_placeholders(sql), params)
     except psycopg.Error as err:
         raw.close()
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

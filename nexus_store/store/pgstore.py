@@ -113,12 +113,14 @@ class PostgresStore(Store):
 
     def _check_ours(self) -> None:
         row = self.conn.execute(
-            "select to_regclass('sessions') is not null, to_regclass('nexus_migrations') is not null"
+            "select to_regclass('sessions') is not null, "
+            "to_regclass('nexus_migrations') is not null"
         ).fetchone()
         if row[0] and not row[1]:
             raise StoreOpenError(
-                f"{redact(self.url)} has a sessions table of another program (no nexus_migrations); "
-                "use another database, or a schema of its own (options=-csearch_path=nexus)"
+                f"{redact(self.url)} has a sessions table of another program (no "
+                "nexus_migrations); use another database, or a schema of its own "
+                "(options=-csearch_path=nexus)"
             )
 
     def _migrate(self) -> None:
