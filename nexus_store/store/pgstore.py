@@ -205,7 +205,9 @@ class PostgresStore(Store):
     def _lock_session(self, session_id: str) -> None:
         # Serializes the appends of one session (READ COMMITTED: the statements that
         # follow see the rows the previous holder committed).
-        self.conn.execute("select id from sessions where uid = ? for update", [session_id])
+        cast(PgConnection, self.conn).defer(
+            "select id from sessions where uid = ? for update", [session_id]
+        )
 
     def _ensure_imported_session(self, *args: Any) -> tuple[int, str]:
         key, uid = super()._ensure_imported_session(*args)
