@@ -107,6 +107,8 @@ class TestConcurrency:
                 # another session of the same database is not blocked ...
                 started = time.monotonic()
                 b.append_message(s2, user("free"))
+                # nor is a fork of the locked session (its foreign key check passes)
+                b.create_session(parent_session=s1)
                 assert time.monotonic() - started < 2
                 # ... the same session waits for the holder's commit
                 thread = threading.Thread(target=append_to_s1)
@@ -357,3 +359,19 @@ def test_placeholders_leave_literals_and_casts_alone() -> None:
     text, mode = pg.translate("select ':x', '?%' || ? from t where a = :a and b::text like '%'")
     assert text == "select ':x', '?%%' || %s from t where a = %(a)s and b::text like '%%'"
     assert mode is None
+
+
+def test_async_facade_and_protocol_on_a_url(pg_url: str) -> None:
+    import asyncio
+
+    from nexus_store.aio import AsyncStore
+    from nexus_store.protocol import SessionStore
+
+    async def main() -> list[Any]:
+        async with AsyncStore(pg_url, counter="chars4") as store:
+            assert isinstance(store.store, SessionStore)
+            s = await store.create_session()
+            await store.append_message(s.id, user("hi"))
+            return (await store.context(s.id)).messages
+
+    assert asyncio.run(main()) == [user("hi")]

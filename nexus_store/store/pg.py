@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import ReadOnlyError, StoreOpenError
+from nexus_store.errors import NexusError, ReadOnlyError, StoreOpenError
 
 if TYPE_CHECKING:
     import psycopg
@@ -198,14 +198,23 @@ class PgConnection:
         if _DEFERRABLE.match(sql) and (sql.strip() == "begin" or not idle or self._pending):
             self._pending.append((translate(sql)[0], params))
             return PgCursor(None)
-        if sql.strip() == "rollback" and idle and self._pending:
-            self._pending.clear()  # nothing was sent
-            return PgCursor(None)
+        if sql.lstrip().startswith("rollback"):
+            # what is held back belongs to the work being undone: never send it
+            self._pending.clear()
+            if idle:
+                return PgCursor(None)
         text, mode = translate(sql)
         try:
             cursor = self._send(text, params)
         except psycopg.IntegrityError as err:
             raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
+        except psycopg.errors.LockNotAvailable:
+            raise NexusError(
+                "the session is locked by another writer and stayed locked for 30s; try again"
+            ) from None
+        except psycopg.OperationalError as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise NexusError(f"PostgreSQL connection failed: {reason}") from None
         if mode is None:
             return PgCursor(cursor)
         row = cursor.fetchone()

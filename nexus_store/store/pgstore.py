@@ -5,7 +5,7 @@ only in how it opens, migrates and runs transactions; every read and write is th
 mixins' code over `nexus_store.store.pg.PgConnection`.
 
 Concurrency: writers on different connections (and hosts) run at once; there is no
-global lock. An append locks its session's row (``select ... for update``) before
+global lock. An append locks its session's row (``select ... for no key update``) before
 it reads the parent and the session's last seq, so the appends of one session are
 serialized (two writers on one parent make two siblings, nothing is lost) while
 appends to other sessions proceed in parallel. Keys come from identity sequences.
@@ -204,14 +204,15 @@ class PostgresStore(Store):
 
     def _lock_session(self, session_id: str) -> None:
         # Serializes the appends of one session (READ COMMITTED: the statements that
-        # follow see the rows the previous holder committed).
+        # follow see the rows the previous holder committed). NO KEY UPDATE, not
+        # UPDATE: foreign-key checks (a turn's session_id, a fork's parent) still pass.
         cast(PgConnection, self.conn).defer(
-            "select id from sessions where uid = ? for update", [session_id]
+            "select id from sessions where uid = ? for no key update", [session_id]
         )
 
     def _ensure_imported_session(self, *args: Any) -> tuple[int, str]:
         key, uid = super()._ensure_imported_session(*args)
-        self.conn.execute("select id from sessions where id = ? for update", [key])
+        self.conn.execute("select id from sessions where id = ? for no key update", [key])
         return key, uid
 
 
