@@ -63,6 +63,8 @@ def run(name: str, open_store: Callable[[], Store], sizes: list[int]) -> list[li
             done = size
             leaf = store.get_session(sid).active_leaf
             assert leaf is not None
+            if hasattr(store, "analyze"):
+                store.analyze()  # steady state: autovacuum keeps statistics current
             full_ms = _median_ms(lambda: store.context(sid, leaf))
             # a compaction near the leaf, on a branch, keeping the last 10 turns
             kept = store.path(sid, leaf)[-10].id

@@ -129,6 +129,8 @@ class CopyMixin:
                 report.turns += written
             if progress is not None:
                 progress(n, len(rows), report.turns)
+        if report.turns and hasattr(other, "analyze"):
+            other.analyze()  # PostgreSQL: plan the next queries with the new rows' statistics
         report.seconds = round(time.monotonic() - started, 3)
         return report
 

@@ -46,6 +46,21 @@ _INSERT_SESSION = re.compile(r"^\s*insert\s+into\s+sessions\s*\(", re.IGNORECASE
 _REWRITES: list[tuple[re.Pattern[str], str]] = [
     # scalar max() of the run walk (PATH_SQL, CONTEXT_SQL)
     (re.compile(r"\bmax\((?=seg\.start_seq,)"), "greatest("),
+    # the turns of each run (PATH_SQL, CONTEXT_SQL): SQLite's planner walks the
+    # (session_id, seq) index per run; PostgreSQL's misjudges the recursive CTE's size
+    # and scans the session, so the range scan per run is spelled out (LATERAL;
+    # offset 0 keeps it from being flattened back into a join)
+    (
+        re.compile(
+            r"join turns t\s+on t\.session_id = :session\s+and t\.seq between\s+"
+            r"(?:max|greatest)\(seg\.start_seq, "
+            r"seg\.end_seq - \(seg\.end_depth - :stop_depth\)\)\s+"
+            r"and seg\.end_seq"
+        ),
+        "join lateral (select * from turns t where t.session_id = :session and t.seq between "
+        "greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq "
+        "offset 0) t on true",
+    ),
     # the settings row written once (Store._resolve_counter)
     (
         re.compile(r"^(\s*)insert or ignore into (.*)$", re.DOTALL),

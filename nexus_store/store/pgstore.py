@@ -165,6 +165,15 @@ class PostgresStore(Store):
             )
         ]
 
+    def analyze(self) -> None:
+        """Refresh the planner's statistics of the store's tables.
+
+        Autovacuum does this on its own as tables grow; `copy_to` calls it after a
+        bulk copy. Until a table has statistics, PostgreSQL may plan the context query
+        as a scan of the session instead of one range scan per run.
+        """
+        self.conn.execute("analyze sessions, turns, messages")
+
     # -- transactions ----------------------------------------------------------------
 
     @contextlib.contextmanager
