@@ -37,7 +37,9 @@ __all__ = [
     "turn_payload",
 ]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Characters a text column cannot hold everywhere: lone surrogates (not UTF-8) and NUL
+# (PostgreSQL text refuses it); such strings are kept as JSON, with escapes.
+_SURROGATE = re.compile("[\x00\ud800-\udfff]")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # (entry key, turns column, kind) for entry fields with a column. kind: str | int | bool | json

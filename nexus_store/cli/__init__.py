@@ -11,9 +11,10 @@ from pathlib import Path
 import click
 
 from nexus_store import __version__
-from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup
+from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, database_target
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
+from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
@@ -26,9 +27,10 @@ __all__ = ["cli"]
 @click.version_option(__version__, prog_name="nexus-store")
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    callback=database_target,
+    metavar="PATH|URL",
     envvar="NEXUS_STORE_DB",
-    help="Database file. Default: $NEXUS_STORE_DB, else "
+    help="Database file or postgresql:// URL. Default: $NEXUS_STORE_DB, else "
     "$XDG_DATA_HOME/nexus_store/sessions.db (~/.local/share/nexus_store/sessions.db).",
 )
 @click.option(
@@ -38,7 +40,7 @@ __all__ = ["cli"]
     "chars4 (pi's chars/4 estimate, faster). An existing database keeps the one it was created "
     "with.",
 )
-def cli(db: Path | None, counter: str | None) -> None:
+def cli(db: Path | str | None, counter: str | None) -> None:
     """Store LLM agent sessions as a tree of turns in SQLite.
 
     Sessions branch, compaction turns summarize old history without deleting
@@ -65,5 +67,6 @@ for command in (
     search,
     doctor,
     gc,
+    copy,
 ):
     cli.add_command(command)

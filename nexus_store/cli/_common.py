@@ -14,10 +14,12 @@ import click
 
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
+from nexus_store.store.pg import is_postgres_url
 
 __all__ = [
     "CONTEXT_SETTINGS",
     "NexusGroup",
+    "database_target",
     "default_db_path",
     "echo_json",
     "json_option",
@@ -52,9 +54,29 @@ class NexusGroup(click.Group):
             return None
 
 
+def database_target(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> Path | str | None:
+    """Option callback: a database file as a Path, a ``postgresql://`` URL kept as text.
+
+    (A Path would fold a URL's ``//``; issue 8.)
+    """
+    if value is None or is_postgres_url(value):
+        return value
+    path = Path(value)
+    if path.is_dir():
+        raise click.BadParameter(f"{value!r} is a directory; give the path of a database file")
+    return path
+
+
 def open_store(ctx: click.Context, *, create: bool = False) -> Store:
     """Open the database named by --db (or the default), closing it when the command ends."""
-    path: Path = ctx.find_root().params["db"] or default_db_path()
+    target: Path | str = ctx.find_root().params["db"] or default_db_path()
+    if isinstance(target, str):  # a postgresql:// URL
+        url_store = Store(target)
+        ctx.call_on_close(url_store.close)
+        return url_store
+    path = target
     if not path.exists():
         if not create:
             raise click.ClickException(

@@ -136,7 +136,7 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         nexus-store sql "select kind, count(*) from turns group by kind"
         nexus-store sql "select uid from sessions where cwd = ?" -p /repo --json
     """
-    path: Path = ctx.find_root().params["db"] or default_db_path()
+    path: Path | str = ctx.find_root().params["db"] or default_db_path()
     columns, rows = run_readonly(path, query, list(params))
     if fmt == "json":
         echo_json([dict(zip(columns, row, strict=True)) for row in rows])

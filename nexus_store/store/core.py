@@ -35,8 +35,10 @@ from nexus_store.models import Session, Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
+from nexus_store.store.copying import CopyMixin
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.maintenance import MaintenanceMixin
+from nexus_store.store.pg import is_postgres_url
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.search import SearchMixin
 from nexus_store.store.sql import (
@@ -108,6 +110,7 @@ class Store(
     SearchMixin,
     WorkspaceMixin,
     MaintenanceMixin,
+    CopyMixin,
 ):
     """A nexus_store database: sessions as trees of turns.
 
@@ -119,7 +122,8 @@ class Store(
         [{'role': 'user', 'content': 'hi', 'timestamp': 0}]
 
     Args:
-        path: Database file (created if missing), or a `sqlite_utils.Database`.
+        path: Database file (created if missing), or a `sqlite_utils.Database`, or a
+            ``postgresql://`` URL (a `PostgresStore` on a server).
         memory: Use a private in-memory database instead of a file.
         counter: Token counter: a name (``"cl100k_base"``, ``"chars4"``) or an object
             with ``name`` and ``count``. Default: the one the database was created with
@@ -132,6 +136,14 @@ class Store(
         StoreOpenError: If the path cannot be opened as a nexus_store database.
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
+
+    def __new__(cls, path: Any = None, **options: Any) -> Store:
+        """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
+        if cls is Store and is_postgres_url(path):
+            from nexus_store.store.pgstore import PostgresStore
+
+            return super().__new__(PostgresStore)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -425,6 +437,7 @@ class Store(
                 raise InvalidEntry(
                     f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
                 )
+            self._lock_session(session_id)
             if explicit:
                 row = self.conn.execute(
                     SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]
@@ -555,6 +568,19 @@ class Store(
         return self.get_session(session_id)
 
     # -- internals shared with importers -------------------------------------------------
+
+    def _allocate_keys(self, count: int, floor: int) -> list[int]:
+        """Keys for ``count`` new turns, each at least ``floor``, in increasing order.
+
+        SQLite: the write lock is held (BEGIN IMMEDIATE), so keys past max(id) are ours.
+        PostgreSQL overrides this with a block of the identity sequence.
+        """
+        top = int(self.conn.execute("select coalesce(max(id), 0) from turns").fetchone()[0])
+        first = max(top + 1, floor)
+        return list(range(first, first + count))
+
+    def _lock_session(self, session_id: str) -> None:
+        """Serialize appends to one session; SQLite's BEGIN IMMEDIATE already does."""
 
     def _session_row(self, session_id: str) -> tuple[int, int | None]:
         if _unstorable(session_id):

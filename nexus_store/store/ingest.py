@@ -268,14 +268,25 @@ class _Run:
         self.session_id = session_id
         self.counts = counts
         self.problem = problem
-        self.run_start = int(
-            self.conn.execute("select coalesce(max(id), 0) + 1 from turns").fetchone()[0]
-        )
-        self.next_key = self.run_start
+        # Keys come in blocks from the store (SQLite: past max(id) under the write lock;
+        # PostgreSQL: the identity sequence). Keys only grow, so a turn at or past the
+        # run's first key was stored by this run.
+        self._keys: list[int] = []
+        self._last_key_given = 0
+        self.run_start = self._next_key()
+        self._keys.append(self.run_start)  # given back: the first turn takes it
         self.last_seq = int(
             self.conn.execute(
                 "select last_seq from sessions where id = ?", [session_key]
             ).fetchone()[0]
+        )
+        # Roots of a forked session take their path values from the fork turn (as
+        # native appends do): a copied fork keeps its inherited context.
+        fork_key = self.conn.execute(
+            "select fork_turn_id from sessions where id = ?", [session_key]
+        ).fetchone()[0]
+        self.fork: tuple[Any, ...] | None = (
+            None if fork_key is None else store._parent_row(int(fork_key))
         )
         # Ids are checked against the database when the session had turns before this
         # run (a re-import), or once the cache has forgotten some of this run's turns.
@@ -287,6 +298,14 @@ class _Run:
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
         self.title: str | None = None
+
+    def _next_key(self) -> int:
+        if not self._keys:
+            self._keys = self.store._allocate_keys(_BATCH, self._last_key_given + 1)
+            self._keys.reverse()
+        key = self._keys.pop()
+        self._last_key_given = key
+        return key
 
     # -- batches -----------------------------------------------------------------------
 
@@ -433,7 +452,7 @@ class _Run:
         stored_entry["parentId"] = None if parent is None else parent_uid
         if kind == "compaction":
             self.flush()  # its first kept turn is resolved in the database
-        key = self.next_key
+        key = self._next_key()
         values, child = self.store._turn_values(
             self.session_key,
             self.session_id,
@@ -448,12 +467,12 @@ class _Run:
             uid=uid,
             native=False,
             patch=patch_out or None,
+            fork=self.fork if parent is None else None,
         )
         self.pending_turns.append([values[c] for c in TURN_COLUMNS])
         self.pending_messages.extend(message_rows(key, messages, counts))
         self.pending_uids.add(uid)
         self._remember(uid, child)
-        self.next_key += 1
         self.last_seq += 1
         self.last_key = key
         self.counts.turns += 1

@@ -19,6 +19,7 @@ from sqlite_utils.db import quote_identifier
 
 from nexus_store.errors import ReadOnlyError, StoreOpenError
 from nexus_store.store.connection import check_existing
+from nexus_store.store.pg import is_postgres_url, run_readonly_pg
 
 __all__ = ["run_readonly"]
 
@@ -114,6 +115,8 @@ def run_readonly(
         ReadOnlyError: If the statement would write, attach, load code, or returns no rows.
         StoreOpenError: If the file is missing or not a SQLite database.
     """
+    if is_postgres_url(path):
+        return run_readonly_pg(str(path), sql, params)
     file = Path(path)
     if not file.exists():
         raise StoreOpenError(f"no database at {file}")

@@ -1,0 +1,333 @@
+"""The PostgreSQL dialect: a connection adapter that runs the store's SQLite SQL.
+
+The store's mixins are written against the few methods of `sqlite3.Connection`
+they use (``execute``, ``executemany``, ``in_transaction``, ``close``; cursors with
+``fetchone``, ``fetchall``, iteration and ``lastrowid``). `PgConnection` offers the
+same methods over a psycopg 3 connection, so every mixin runs unchanged and there
+is one copy of each query. Each statement passes once through `translate` (cached):
+
+* placeholders: ``?`` becomes ``%s`` and ``:name`` becomes ``%(name)s`` (a literal ``%``
+  is doubled), outside quoted literals;
+* the few statements that must differ, listed in `_REWRITES`: the scalar two-argument
+  ``max(a, b)`` of the path walk is ``greatest(a, b)``; ``insert or ignore`` is
+  ``on conflict do nothing``; the key a compaction takes before its insert
+  (``coalesce(max(id), 0) + 1``, safe under SQLite's one writer) comes from the
+  identity sequence, which concurrent writers never share;
+* inserts into ``sessions`` and ``turns`` return their key (``returning id``) for
+  ``lastrowid``; a turn whose public id is taken in its session is not inserted
+  (``on conflict do nothing``) and reported as `sqlite3.IntegrityError` with
+  SQLite's message, so the store's retry of a generated id works inside the same
+  transaction (in PostgreSQL an error would abort it).
+
+Integrity errors are raised as `sqlite3.IntegrityError`, the class the mixins catch.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nexus_store.errors import NexusError, ReadOnlyError, StoreOpenError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PgConnection", "connect", "is_postgres_url", "redact", "run_readonly_pg", "translate"]
+
+_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:\w+|\?|%", re.DOTALL)
+_INSERT_TURN = re.compile(r"^\s*insert\s+into\s+turns\s*\(", re.IGNORECASE)
+_INSERT_SESSION = re.compile(r"^\s*insert\s+into\s+sessions\s*\(", re.IGNORECASE)
+
+# (pattern, replacement): the statements whose SQLite form PostgreSQL does not run.
+# tests/test_conformance.py checks that each still matches a statement of the store.
+_REWRITES: list[tuple[re.Pattern[str], str]] = [
+    # scalar max() of the run walk (PATH_SQL, CONTEXT_SQL)
+    (re.compile(r"\bmax\((?=seg\.start_seq,)"), "greatest("),
+    # the turns of each run (PATH_SQL, CONTEXT_SQL): SQLite's planner walks the
+    # (session_id, seq) index per run; PostgreSQL's misjudges the recursive CTE's size
+    # and scans the session, so the range scan per run is spelled out (LATERAL;
+    # offset 0 keeps it from being flattened back into a join)
+    (
+        re.compile(
+            r"join turns t\s+on t\.session_id = :session\s+and t\.seq between\s+"
+            r"(?:max|greatest)\(seg\.start_seq, "
+            r"seg\.end_seq - \(seg\.end_depth - :stop_depth\)\)\s+"
+            r"and seg\.end_seq"
+        ),
+        "join lateral (select * from turns t where t.session_id = :session and t.seq between "
+        "greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq "
+        "offset 0) t on true",
+    ),
+    # the settings row written once (Store._resolve_counter)
+    (
+        re.compile(r"^(\s*)insert or ignore into (.*)$", re.DOTALL),
+        r"\1insert into \2 on conflict do nothing",
+    ),
+    # a turn's key: NULL asks SQLite for a new rowid; PostgreSQL takes it from the sequence
+    (
+        re.compile(r"^(insert into turns \(id, [^)]*\) values \()\?"),
+        r"\1coalesce(?, nextval(pg_get_serial_sequence('turns', 'id')))",
+    ),
+    # keys taken before an insert (a compaction is its own compaction_id; ingest's run start)
+    (
+        re.compile(r"select coalesce\(max\(id\), 0\) \+ 1 from turns"),
+        "select nextval(pg_get_serial_sequence('turns', 'id'))",
+    ),
+]
+_CACHE: dict[str, tuple[str, str | None]] = {}
+_TURN_CONFLICT = "UNIQUE constraint failed: turns.session_id, turns.uid"
+
+
+def is_postgres_url(target: object) -> bool:
+    """Whether ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(target, str) and bool(_URL.match(target))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def _placeholders(sql: str) -> str:
+    def swap(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "?":
+            return "%s"
+        if token == "%":
+            return "%%"
+        if token.startswith(":") and token != "::":
+            return f"%({token[1:]})s"
+        if token.startswith("'"):
+            return token.replace("%", "%%")
+        return token
+
+    return _TOKENS.sub(swap, sql)
+
+
+def translate(sql: str) -> tuple[str, str | None]:
+    """The PostgreSQL form of one store statement, and what to do with its result.
+
+    Returns:
+        ``(sql, mode)``: mode ``"returning"`` (the statement returns the new key),
+        ``"turn"`` (also: no row returned means the public id is taken) or None.
+    """
+    found = _CACHE.get(sql)
+    if found is not None:
+        return found
+    out = sql
+    for pattern, replacement in _REWRITES:
+        out = pattern.sub(replacement, out)
+    mode: str | None = None
+    if _INSERT_TURN.match(out):
+        out = out.rstrip() + " on conflict (session_id, uid) do nothing returning id"
+        mode = "turn"
+    elif _INSERT_SESSION.match(out) and "returning" not in out.lower():
+        out = out.rstrip() + " returning id"
+        mode = "returning"
+    result = (_placeholders(out), mode)
+    if len(_CACHE) < 4096:  # statements with IN (?, ?, ...) lists vary in length
+        _CACHE[sql] = result
+    return result
+
+
+class PgCursor:
+    """The result of one statement, with the sqlite3 cursor methods the store uses."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any] | None, lastrowid: int | None = None) -> None:
+        self._cursor = cursor
+        self.lastrowid = lastrowid
+
+    @property
+    def description(self) -> Any:
+        """Column descriptions (``name`` first), or None for a statement without rows."""
+        return None if self._cursor is None else self._cursor.description
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        return self._cursor.fetchone() if self.description is not None else None  # type: ignore[union-attr]
+
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
+        return self._cursor.fetchall() if self.description is not None else []  # type: ignore[union-attr]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cursor is None or self._cursor.description is None:
+            return iter(())
+        return iter(self._cursor)
+
+
+_DEFERRABLE = re.compile(r"^\s*(begin|update)\b", re.IGNORECASE)
+
+
+class PgConnection:
+    """A psycopg connection behind the part of `sqlite3.Connection` the store uses.
+
+    The psycopg connection is in autocommit mode: as with the store's SQLite
+    connection, a statement outside `Store.atomic` commits on its own, and
+    ``atomic`` issues ``begin``/``commit`` and savepoints itself.
+
+    Round trips cost more than the statements of an append, so inside a transaction
+    the statements whose results the store never reads (``begin``, ``update``, the
+    session lock) are held back and sent in one pipeline with the next statement:
+    an append takes four round trips instead of eight. An error of a held-back
+    statement surfaces at that next statement, still inside the same transaction.
+    """
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+        self._pending: list[tuple[str, Any]] = []
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (or its ``begin`` is held back)."""
+        from psycopg import pq
+
+        return bool(self._pending) or self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def defer(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None:
+        """Send a statement whose result is not needed with the next one (in a transaction)."""
+        if not self.in_transaction:
+            self.execute(sql, params)
+            return
+        self._pending.append((translate(sql)[0], params))
+
+    def _send(self, text: str, params: Any) -> psycopg.Cursor[Any]:
+        if not self._pending:
+            return self.raw.execute(text, params)
+        pending, self._pending = self._pending, []
+        with self.raw.pipeline():
+            for held, held_params in pending:
+                self.raw.execute(held, held_params)
+            cursor = self.raw.execute(text, params)
+        return cursor
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
+        """Run one statement written for SQLite."""
+        import psycopg
+        from psycopg import pq
+
+        idle = self.raw.info.transaction_status == pq.TransactionStatus.IDLE
+        if _DEFERRABLE.match(sql) and (sql.strip() == "begin" or not idle or self._pending):
+            self._pending.append((translate(sql)[0], params))
+            return PgCursor(None)
+        if sql.lstrip().startswith("rollback"):
+            # what is held back belongs to the work being undone: never send it
+            self._pending.clear()
+            if idle:
+                return PgCursor(None)
+        text, mode = translate(sql)
+        try:
+            cursor = self._send(text, params)
+        except psycopg.IntegrityError as err:
+            raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
+        except psycopg.errors.LockNotAvailable:
+            raise NexusError(
+                "the session is locked by another writer and stayed locked for 30s; try again"
+            ) from None
+        except psycopg.OperationalError as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise NexusError(f"PostgreSQL connection failed: {reason}") from None
+        if mode is None:
+            return PgCursor(cursor)
+        row = cursor.fetchone()
+        if row is None:  # mode "turn": the (session, uid) pair is taken
+            raise sqlite3.IntegrityError(_TURN_CONFLICT)
+        return PgCursor(cursor, int(row[0]))
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        """Run one statement for each parameter set (pipelined by psycopg)."""
+        import psycopg
+
+        text, _ = translate(sql)
+        try:
+            if len(rows) == 1:
+                self._send(text, rows[0])
+                return
+            if self._pending:
+                self._send("select 1", ())
+            with self.raw.cursor() as cursor:
+                cursor.executemany(text, rows)
+        except psycopg.IntegrityError as err:
+            raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._pending.clear()
+        self.raw.close()
+
+
+def connect(url: str, *, timeout: float = 10.0) -> psycopg.Connection[Any]:
+    """Open an autocommit psycopg connection.
+
+    Raises:
+        StoreOpenError: If psycopg is missing or the server cannot be reached.
+    """
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreOpenError(
+            "PostgreSQL needs psycopg 3: pip install 'nexus_store[postgres]'"
+        ) from None
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+    except psycopg.Error as err:
+        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise StoreOpenError(f"cannot connect to {redact(url)}: {reason}") from None
+
+
+_QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL)
+_ALLOWED_FIRST = {"select", "with", "values", "explain", "show", "table"}
+
+
+def run_readonly_pg(
+    url: str, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
+    """Run one read-only query on a PostgreSQL store (``nexus-store sql``).
+
+    The statement must start like a query and runs alone (extended protocol) in a
+    ``READ ONLY`` transaction that is rolled back, so the server refuses any write.
+    For a hard guarantee, connect as a role granted SELECT only.
+
+    Raises:
+        ReadOnlyError: If the statement would write, or returns no rows.
+    """
+    import psycopg
+
+    match = _QUERY_START.match(sql)
+    first = match.group(1).lower() if match else ""
+    if first not in _ALLOWED_FIRST:
+        word = first.upper() or "an empty statement"
+        raise ReadOnlyError(
+            f"sql is read-only: {word} is refused (only SELECT, WITH, VALUES, EXPLAIN, SHOW and "
+            "TABLE run); the database was not changed"
+        )
+    raw = connect(url)
+    try:
+        raw.autocommit = False
+        raw.read_only = True
+        cursor = raw.execute(_placeholders(sql), params)
+    except psycopg.Error as err:
+        raw.close()
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "read-only" in message or "cannot insert multiple commands" in message:
+            raise ReadOnlyError(
+                f"sql is read-only: {message}; the database was not changed"
+            ) from None
+        raise ReadOnlyError(f"sql error: {message}") from None
+    if cursor.description is None:
+        raw.rollback()
+        raw.close()
+        raise ReadOnlyError("sql is read-only: the statement returns no rows and was refused")
+    columns = [d.name for d in cursor.description]
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from cursor
+        finally:
+            raw.rollback()
+            raw.close()
+
+    return columns, rows()
