@@ -1,8 +1,10 @@
 """Every Store behaviour on both backends, SQLite and PostgreSQL (issue 8).
 
-The `backend` fixture gives a fresh store of each kind; the tests are the ones of
-test_store.py, test_transfer.py and test_compaction_store.py that state behaviour
-(not SQLite file handling), written once. A hypothesis test checks the assembly of
+The `backend` fixture gives a fresh store of each kind. The Store behaviour tests
+(sessions, appends, branches, labels, compaction, bad input) live only here, and the
+import/export and compaction behaviours of test_transfer.py and
+test_compaction_store.py are repeated on both backends (SQLite file handling stays in
+test_open.py). A hypothesis test checks the assembly of
 random trees against the reference model on both, and another test checks that the
 two backends give identical results for the same transcripts.
 """
