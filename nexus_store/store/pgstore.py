@@ -97,8 +97,10 @@ class PostgresStore(Store):
         self.conn = cast(sqlite3.Connection, PgConnection(raw))
         try:
             raw.execute("set lock_timeout = '30s'")
-            if mode != "NORMAL":
-                raw.execute(f"set synchronous_commit = {'on' if mode == 'FULL' else 'off'}")
+            if mode == "FULL":
+                raw.execute("set synchronous_commit = on")
+            elif mode != "NORMAL":
+                raw.execute("set synchronous_commit = off")
             self._check_ours()
             self._migrate()
             self.counter = self._resolve_counter(counter)
