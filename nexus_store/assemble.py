@@ -163,7 +163,9 @@ def _put(target: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _message(row: Sequence[Any]) -> dict[str, Any]:
-    return decode_message(row[12], row[13], row[14], row[15], row[16:24], row[24])
+    return decode_message(
+        row[_M_ROLE], row[_M_KIND], row[_M_CONTENT], row[_M_TEXT], row[16:_M_EXTRA], row[_M_EXTRA]
+    )
 
 
 def build_messages(

@@ -295,6 +295,7 @@ class ContextEngine:
         except NexusError as err:
             return CompactOutcome(ok=False, compacted=False, reason=str(err))
         turn: Turn | None = result.turn
+        # the new compaction is now the active leaf
         after = self.store.status(session_id, config=self.config).tokens
         return CompactOutcome(
             ok=True,

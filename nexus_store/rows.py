@@ -33,6 +33,7 @@ __all__ = [
     "encode_message",
     "entry_from_parts",
     "flatten_text",
+    "is_storable_text",
     "message_rows",
     "turn_payload",
 ]
@@ -113,6 +114,15 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
 def dumps(value: Any) -> str:
     """Serialize to compact JSON that SQLite can store (lone surrogates escaped)."""
     return jsoncodec.dumps(value)
+
+
+def is_storable_text(text: str) -> bool:
+    r"""Whether a string can be a text column on every backend.
+
+    A lone surrogate (from a ``\ud800`` escape) is not UTF-8, and PostgreSQL text
+    refuses NUL; such strings are kept as escaped JSON instead (exactly).
+    """
+    return _SURROGATE.search(text) is None
 
 
 def _fits(value: Any, kind: str) -> bool:

@@ -187,8 +187,8 @@ class TestErrors:
 def test_every_command_has_help_with_an_example(runner: CliRunner, command: tuple[str, ...]) -> None:
     result = runner.invoke(cli, [*command, "--help"])
     assert result.exit_code == 0
-    group = cli
+    target: click.Command = cli
     for name in command:
-        group = group.commands[name]  # type: ignore[attr-defined]
-    if not isinstance(group, click.Group) or command == ("context",):
-        assert "Example:" in result.output or isinstance(group, click.Group), command
+        target = target.commands[name]  # type: ignore[attr-defined]
+    if not isinstance(target, click.Group):  # a group lists its commands; each has examples
+        assert "Example:" in result.output, command

@@ -434,3 +434,20 @@ def test_context_of_every_turn_matches_the_reference(shared_backend: Store, entr
         thinking = want["thinking_level"]
         assert ctx.thinking_level == (thinking if isinstance(thinking, str) else None)
         assert ctx.tokens == sum(message_tokens(counter, m) for m in ctx.messages)
+
+
+def test_text_that_is_not_storable_stays_exact_and_out_of_text_columns(backend: Store) -> None:
+    """A NUL or lone surrogate (PostgreSQL text refuses NUL; neither is UTF-8-safe) is kept
+    in JSON, exactly, and never reaches a text column such as the session title."""
+    entries = [
+        {"type": "message", "id": "m1", "parentId": None, "message": {"role": "user", "content": "a\x00b"}},
+        {"type": "session_info", "id": "i1", "parentId": "m1", "name": "\x00"},
+        {"type": "label", "id": "l1", "parentId": "i1", "targetId": "m1", "label": "x\ud800"},
+    ]
+    sid, counts = backend.ingest({"type": "session", "id": "nul"}, [(n, e, None) for n, e in enumerate(entries, 1)],
+                                 source_format="pi", source_id="nul")
+    assert counts.turns == 3
+    assert [t.entry for t in backend.iter_turns(sid)] == entries
+    assert backend.get_session(sid).title is None
+    with pytest.raises(InvalidEntry, match="lone surrogate or NUL"):
+        backend.create_session(title="t\x00")

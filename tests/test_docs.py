@@ -42,6 +42,7 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     assert "pip install -e ." in blocks[0] and "import --example" in blocks[0]
     assert 'pip install -e ".[test]"' in blocks[1] and "pytest" in blocks[1]
     ci = (ROOT / ".ci" / "run").read_text()
+    assert blocks[0].strip() in ci  # CI runs both commands as written
     assert blocks[1].strip() in ci
 
 

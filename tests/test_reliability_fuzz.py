@@ -373,3 +373,13 @@ def test_ingest_with_random_json_entries(
         for turn in store.iter_turns(sid):
             store.context(sid, turn.id)
         assert store.doctor().ok
+
+
+def test_a_parent_id_that_is_not_utf8_is_a_missing_turn(store: Store) -> None:
+    s = store.create_session()
+    store.append_message(s.id, {"role": "user", "content": "kept"})
+    before = list(store.conn.iterdump())
+    for bad in ("\ud800", "x\udfff"):
+        with pytest.raises(TurnNotFound, match="parentId"):
+            store.append_message(s.id, {"role": "user", "content": "y"}, parent_id=bad)
+    assert list(store.conn.iterdump()) == before

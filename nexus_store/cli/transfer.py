@@ -9,6 +9,7 @@ import click
 
 from nexus_store.cli._common import echo_json, open_store
 from nexus_store.examples import EXAMPLE_TRANSCRIPT
+from nexus_store.store.transfer import find_transcripts
 
 __all__ = ["export", "import_"]
 
@@ -58,13 +59,7 @@ def import_(
         raise click.UsageError("give PATHS to import (files, directories or -), or --example")
     store = open_store(ctx, create=True)
     files = [Path(p) for p in paths if p != "-"]
-    total = sum(
-        f.stat().st_size
-        if f.is_file()
-        else sum(x.stat().st_size for x in f.rglob("*.jsonl*") if x.is_file())
-        for f in files
-        if f.exists()
-    )
+    total = sum(x.stat().st_size for f in files if f.exists() for x in find_transcripts(f))
     show_bar = not (as_json or quiet) and sys.stderr.isatty() and total > 0
     if show_bar:
         with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:

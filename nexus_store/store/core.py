@@ -32,7 +32,13 @@ from nexus_store.errors import (
     TurnNotFound,
 )
 from nexus_store.models import Session, Turn
-from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
+from nexus_store.rows import (
+    dumps,
+    encode_entry_fields,
+    is_storable_text,
+    message_rows,
+    turn_payload,
+)
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.copying import CopyMixin
@@ -87,14 +93,8 @@ def utc_now() -> str:
 
 
 def _unstorable(value: object) -> bool:
-    """Whether a text value cannot reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    """Whether a value is a string that cannot be a text column (see is_storable_text)."""
+    return isinstance(value, str) and not is_storable_text(value)
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -353,7 +353,9 @@ class Store(
         texts = (("id", id), ("cwd", cwd), ("title", title), ("created_utc", created_utc))
         for name, value in texts:
             if _unstorable(value):
-                raise InvalidEntry(f"create_session {name} {value!r} is not valid UTF-8 text")
+                raise InvalidEntry(
+                    f"create_session {name} {value!r} holds a lone surrogate or NUL (not text)"
+                )
         uid = id if id is not None else str(uuid.uuid4())
         now = created_utc or utc_now()
         with self.atomic():
@@ -399,7 +401,7 @@ class Store(
     def set_title(self, session_id: str, title: str | None) -> Session:
         """Set a session's display name (stored on the session, not as a turn)."""
         if _unstorable(title):
-            raise InvalidEntry(f"title {title!r} is not valid UTF-8 text")
+            raise InvalidEntry(f"title {title!r} holds a lone surrogate or NUL (not text)")
         with self.atomic():
             key = self._session_key(session_id)
             self.conn.execute("update sessions set title = ? where id = ?", [title, key])
@@ -436,6 +438,11 @@ class Store(
             if explicit and not isinstance(entry["parentId"], str):
                 raise InvalidEntry(
                     f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
+                )
+            if explicit and _unstorable(entry["parentId"]):
+                # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
+                raise TurnNotFound(
+                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
                 )
             self._lock_session(session_id)
             if explicit:
@@ -612,24 +619,6 @@ class Store(
             [key],
         ).fetchone()
         return row
-
-    def _parent_by_uid(self, session_key: int, session_id: str, uid: Any) -> tuple[Any, ...]:
-        if not isinstance(uid, str):
-            raise InvalidEntry(f"parentId must be a turn id (a string) or None, not {uid!r}")
-        if _unstorable(uid):
-            raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
-        row: tuple[Any, ...] | None = self.conn.execute(
-            PARENT_BY_UID_SQL, [session_key, uid]
-        ).fetchone()
-        if row is None:
-            raise TurnNotFound(f"no turn with id {uid!r} in session {session_id!r} (parentId)")
-        return row
-
-    def _uid_of(self, key: int | None) -> str | None:
-        if key is None:
-            return None
-        row = self.conn.execute("select uid from turns where id = ?", [key]).fetchone()
-        return None if row is None else str(row[0])
 
     def _is_ancestor(self, ancestor: int, ancestor_depth: int, node: tuple[Any, ...]) -> bool:
         """Whether turn ``ancestor`` is ``node`` (a parent row) or one of its ancestors."""
@@ -884,7 +873,7 @@ def _validate_native(entry: dict[str, Any]) -> None:
         if not isinstance(key, str) or _unstorable(key):
             raise InvalidEntry(f"entry keys must be text, not {key!r}")
     if _unstorable(entry.get("id")):
-        raise InvalidEntry(f"entry id {entry['id']!r} is not valid UTF-8 text")
+        raise InvalidEntry(f"entry id {entry['id']!r} holds a lone surrogate or NUL (not text)")
     kind = entry.get("type")
     if not isinstance(kind, str) or not kind:
         raise InvalidEntry(

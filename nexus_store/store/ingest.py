@@ -23,7 +23,7 @@ from queue import Full, Queue
 from typing import Any
 
 from nexus_store.errors import ConflictError, InvalidEntry
-from nexus_store.rows import dumps, message_rows, turn_payload
+from nexus_store.rows import dumps, is_storable_text, message_rows, turn_payload
 from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
     INSERT_TURN_SQL,
@@ -98,9 +98,11 @@ class IngestMixin:
             ConflictError: In strict mode, at the first repair, skip or conflict.
         """
         counts = IngestCounts()
-        if not _storable(source_id):
-            raise InvalidEntry(f"transcript session id {source_id!r} is not valid UTF-8 text")
-        if source_path is not None and not _storable(source_path):
+        if not is_storable_text(source_id):
+            raise InvalidEntry(
+                f"transcript session id {source_id!r} holds a lone surrogate or NUL (not text)"
+            )
+        if source_path is not None and not is_storable_text(source_path):
             source_path = source_path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
         def problem(line: int, kind: str, message: str, repaired: bool) -> None:
@@ -154,10 +156,10 @@ class IngestMixin:
             ).fetchone()
             parent_key = None if parent is None else parent[0]
         created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else _now()
-        if not (isinstance(created, str) and _storable(created)):
+        if not (isinstance(created, str) and is_storable_text(created)):
             created = _now()  # the header's own timestamp stays in header_json
         cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
-        if cwd is not None and not _storable(cwd):
+        if cwd is not None and not is_storable_text(cwd):
             cwd = None
         rest = {k: v for k, v in header.items() if k != "cwd" or cwd is None}
         cursor = self.conn.execute(
@@ -318,7 +320,7 @@ class _Run:
             if (
                 entry.get("type") == "session_info"
                 and isinstance(entry.get("name"), str)
-                and _storable(entry["name"])
+                and is_storable_text(entry["name"])
             ):
                 self.title = entry["name"].strip() or self.title
         self.flush()  # memory stays bounded by the batch and the cache
@@ -413,9 +415,12 @@ class _Run:
         if not isinstance(uid, str) or not uid:
             self.problem(line, "missing_field", f"entry has no string id ({uid!r}); skipped", False)
             return
-        if not _storable(uid):
+        if not is_storable_text(uid):
             self.problem(
-                line, "bad_text", f"entry id {uid!r} is not valid UTF-8 text; skipped", False
+                line,
+                "bad_text",
+                f"entry id {uid!r} holds a lone surrogate or NUL (not text); skipped",
+                False,
             )
             return
         if self._known(uid, line, entry) is not None:
@@ -429,7 +434,7 @@ class _Run:
                     line, "self_parent", f"entry {uid!r} is its own parent; stored as a root", True
                 )
                 patch_out.setdefault("set", {})["parentId"] = parent_uid
-            elif not isinstance(parent_uid, str) or not _storable(parent_uid):
+            elif not isinstance(parent_uid, str) or not is_storable_text(parent_uid):
                 self.problem(
                     line,
                     "bad_type",
@@ -478,15 +483,6 @@ class _Run:
         self.counts.turns += 1
         if kind == "message":
             self.counts.messages += len(messages)
-
-
-def _storable(text: str) -> bool:
-    """Whether text can reach SQLite (a lone surrogate is not UTF-8; issue 6 fuzz)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _now() -> str:

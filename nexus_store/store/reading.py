@@ -16,7 +16,7 @@ from nexus_store.assemble import build_messages
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.policy import CompactionConfig, evaluate_degradation
-from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts
+from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.sql import CONTEXT_SQL, PATH_SQL, SESSION_SQL, TURN_SQL
 
 if TYPE_CHECKING:
@@ -33,13 +33,9 @@ _MESSAGE_SELECT = (
 )
 
 
-def _storable(value: str) -> bool:
-    """Whether an id can reach SQLite at all (a lone surrogate is not UTF-8)."""
-    try:
-        value.encode("utf-8")
-    except (UnicodeEncodeError, AttributeError):
-        return False
-    return True
+def _storable(value: object) -> bool:
+    """Whether an id can be looked up at all (see rows.is_storable_text)."""
+    return isinstance(value, str) and is_storable_text(value)
 
 
 class ReadingMixin:
