@@ -31,6 +31,7 @@ __all__ = [
     "Cl100kCounter",
     "TokenCounter",
     "count_messages",
+    "count_payloads",
     "get_counter",
     "message_payload",
     "message_tokens",
@@ -103,6 +104,19 @@ class Cl100kCounter:
         """Return the cl100k_base tokens of the texts plus 1,200 per image."""
         encode = self._encoder()
         return sum(len(encode(t)) for t in texts if t) + (IMAGE_CHARS // 4) * images
+
+    def count_batch(self, payloads: Sequence[tuple[Sequence[str], int]]) -> list[int]:
+        """`count` for many ``(texts, images)`` payloads (one tight loop, for a thread).
+
+        (tiktoken's own batch API runs one thread-pool task per text; on two cores and
+        short texts that costs more than it saves.)
+        """
+        encode = self._encoder()
+        per_image = IMAGE_CHARS // 4
+        return [
+            sum([len(encode(t)) for t in texts if t]) + per_image * images
+            for texts, images in payloads
+        ]
 
 
 _COUNTERS: dict[str, type[CharsEstimator] | type[Cl100kCounter]] = {
@@ -218,18 +232,22 @@ def message_payload(message: Mapping[str, Any]) -> tuple[list[str], int]:
     return texts, images
 
 
-def count_messages(counter: TokenCounter, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Count many messages; uses the counter's ``count_batch`` when it has one.
+def count_payloads(counter: TokenCounter, payloads: Sequence[tuple[list[str], int]]) -> list[int]:
+    """Count many `message_payload` results; uses the counter's ``count_batch`` if any.
 
-    (tiktoken's own batch API runs one thread task per text; on short texts and two
-    cores that costs more than it saves, so the built-in counter has no batch method.)
+    The importer extracts payloads on its main thread and counts them on a second one:
+    this step is (almost) only tiktoken, which runs without the GIL.
     """
-    payloads = [message_payload(m) for m in messages]
     batch = getattr(counter, "count_batch", None)
     if batch is not None:
         counted: list[int] = batch(payloads)
         return counted
     return [counter.count(t, i) if (t or i) else 0 for t, i in payloads]
+
+
+def count_messages(counter: TokenCounter, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Count many messages (see `count_payloads`)."""
+    return count_payloads(counter, [message_payload(m) for m in messages])
 
 
 def message_tokens(counter: TokenCounter, message: Mapping[str, Any]) -> int:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from nexus_store import InvalidQuery, SessionNotFound, Store, migrate
 from nexus_store.cli import cli
+from nexus_store.errors import TranscriptError
 from nexus_store.store.search import literal_query
 
 
@@ -40,6 +41,13 @@ def fts_ok(store: Store) -> None:
     """FTS5's own check that each index matches its content table exactly."""
     for table in ("messages_fts", "summaries_fts"):
         store.conn.execute(f"insert into {table} ({table}, rank) values ('integrity-check', 1)")
+
+
+def _trigger_sql(store: Store) -> str | None:
+    row = store.conn.execute(
+        "select sql from sqlite_master where name = 'messages_fts_after_insert'"
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 @pytest.fixture
@@ -231,6 +239,64 @@ class TestSync:
         assert store.search("parentId", session=sid)[0].turn_id == "q1"
         assert store.search('"read a.txt"', role="compactionSummary")[0].turn_id == "q4"
         fts_ok(store)
+
+    def test_bulk_import_indexes_once_and_restores_the_trigger(
+        self, filled: tuple[Store, str, str], tmp_path: Path
+    ) -> None:
+        # An import pauses the per-row trigger and indexes its messages in one
+        # statement; the trigger is back afterwards, so later appends are indexed.
+        store, a, _ = filled
+        trigger = _trigger_sql(store)
+        lines = [{"type": "session", "version": 3, "id": "bulk", "timestamp": "t"}]
+        parent = None
+        for i in range(1_200):  # more than two import batches
+            lines.append(
+                {
+                    "type": "message",
+                    "id": f"m{i}",
+                    "parentId": parent,
+                    "timestamp": "t",
+                    "message": user(f"bulk kraken number{i}"),
+                }
+            )
+            parent = f"m{i}"
+        src = tmp_path / "bulk.jsonl"
+        src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        (sid,) = store.import_jsonl(src)
+        assert _trigger_sql(store) == trigger
+        assert len(store.search("kraken", session=sid, limit=5_000)) == 1_200
+        assert [h.turn_id for h in store.search("number777")] == ["m777"]
+        assert store.search("walrus", session=a)  # rows indexed before are still there
+        store.append_message(a, user("appended after the import: okapi"))
+        assert len(store.search("okapi")) == 1
+        fts_ok(store)
+
+    def test_failed_import_keeps_the_trigger_and_indexes_nothing(
+        self, store: Store, tmp_path: Path
+    ) -> None:
+        trigger = _trigger_sql(store)
+        lines = [{"type": "session", "version": 3, "id": "half", "timestamp": "t"}]
+        lines += [
+            {
+                "type": "message",
+                "id": f"m{i}",
+                "parentId": f"m{i - 1}" if i else None,
+                "message": user(f"lost zebra {i}"),
+            }
+            for i in range(700)
+        ]
+        src = tmp_path / "half.jsonl"
+        body = "".join(json.dumps(line) + "\n" for line in lines)
+        src.write_text(body + "{not json\n")  # a bad last line: strict mode refuses the file
+        with pytest.raises(TranscriptError, match=r"half\.jsonl:702"):
+            store.import_jsonl(src, strict=True)
+        assert _trigger_sql(store) == trigger
+        assert store.search("zebra") == []
+        assert store.conn.execute("select count(*) from messages").fetchone()[0] == 0
+        fts_ok(store)
+        s = store.create_session().id
+        store.append_message(s, user("a zebra after the failure"))
+        assert len(store.search("zebra")) == 1
 
     def test_deleted_rows_leave_the_index(self, filled: tuple[Store, str, str]) -> None:
         # gc deletes rows; the triggers must forget them exactly (or the index corrupts).

@@ -225,7 +225,7 @@ class CopyMixin:
         run = _Run(self, key, uid, counts, problem)
         for prepared in _prepared_batches(missing(), self.counter):  # type: ignore[attr-defined]
             run.process(*prepared)
-        run.flush()
+        run.complete()
         self._last_seq = run.last_seq
         return counts.turns
 

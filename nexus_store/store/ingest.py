@@ -14,12 +14,12 @@ overwritten.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from queue import Full, Queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from nexus_store.errors import ConflictError, InvalidEntry
@@ -30,7 +30,7 @@ from nexus_store.store.sql import (
     PARENT_BY_UID_SQL,
     TURN_COLUMNS,
 )
-from nexus_store.tokens import count_messages
+from nexus_store.tokens import count_payloads, message_payload
 
 __all__ = ["IngestCounts", "IngestMixin", "ProblemSink"]
 
@@ -184,67 +184,45 @@ class IngestMixin:
 
 _BATCH = 500
 _CACHE = 10_000
-_QUEUED = 4  # prepared batches waiting: bounds memory to a few batches
 
 _Item = tuple[int, dict[str, Any], Mapping[str, Any] | None]
 _Payload = tuple[str, frozenset[str], list[dict[str, Any]]]
 _Prepared = tuple[list[_Item], list[_Payload], list[int]]
 
 
-def _prepare(batch: list[_Item], counter: Any) -> _Prepared:
-    payloads = [turn_payload(entry) for _, entry, _ in batch]
-    flat = [m for _, _, messages in payloads for m in messages]
-    return batch, payloads, count_messages(counter, flat)
-
-
 def _prepared_batches(entries: Iterable[_Item], counter: Any) -> Iterator[_Prepared]:
-    """Batches of entries with their token counts, read and counted on a second thread.
+    """Batches of entries with their token counts; counting overlaps the rest.
 
-    Parsing and token counting (tiktoken releases the GIL) for the next batch overlap
-    with writing the current one (SQLite releases it too). The queue holds a few
-    batches, so memory stays flat; an error on the reading side is raised here, and
-    stopping early (an exception on the writing side) stops the reader.
+    Token counting is the one long step that runs without the GIL (tiktoken's encoder
+    releases it), so it alone goes to a second thread: while batch N is counted there,
+    this thread parses batch N+1 and then writes batch N (SQLite releases the GIL too).
+    Parsing stays here: two threads both running Python would only take turns. At
+    most two batches are in flight, so memory stays flat. An error on either side is
+    raised here, and stopping early waits for at most one batch being counted.
     """
-    queue: Queue[_Prepared | BaseException | None] = Queue(maxsize=_QUEUED)
-    stop = threading.Event()
-
-    def put(item: _Prepared | BaseException | None) -> bool:
-        while not stop.is_set():
-            try:
-                queue.put(item, timeout=0.1)
-                return True
-            except Full:
-                continue
-        return False
-
-    def read() -> None:
-        try:
-            batch: list[_Item] = []
-            for item in entries:
-                batch.append(item)
-                if len(batch) >= _BATCH:
-                    if not put(_prepare(batch, counter)):
-                        return
-                    batch = []
-            if batch and not put(_prepare(batch, counter)):
-                return
-            put(None)
-        except BaseException as err:  # handed to the writing thread, which raises it
-            put(err)
-
-    reader = threading.Thread(target=read, name="nexus-ingest-reader", daemon=True)
-    reader.start()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-count")
     try:
-        while True:
-            got = queue.get()
-            if got is None:
-                return
-            if isinstance(got, BaseException):
-                raise got
-            yield got
+        pending: tuple[list[_Item], list[_Payload], Future[list[int]]] | None = None
+        batch: list[_Item] = []
+        for item in itertools.chain(entries, [None]):
+            if item is not None:
+                batch.append(item)
+                if len(batch) < _BATCH:
+                    continue
+            ready = None
+            if batch:
+                payloads = [turn_payload(entry) for _, entry, _ in batch]
+                texts = [message_payload(m) for _, _, messages in payloads for m in messages]
+                ready = (batch, payloads, pool.submit(count_payloads, counter, texts))
+                batch = []
+            if pending is not None:
+                done, done_payloads, counted = pending
+                yield done, done_payloads, counted.result()
+            pending = ready
+        if pending is not None:
+            yield pending[0], pending[1], pending[2].result()
     finally:
-        stop.set()
-        reader.join(timeout=5)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Run:
@@ -300,6 +278,7 @@ class _Run:
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
         self.title: str | None = None
+        self.paused_index = store._bulk_index_begin()
 
     def _next_key(self) -> int:
         if not self._keys:
@@ -334,8 +313,15 @@ class _Run:
         self.pending_messages = []
         self.pending_uids = set()
 
-    def finish(self) -> None:
+    def complete(self) -> None:
+        """Write what is pending and index the run's messages for search."""
         self.flush()
+        self.store._bulk_index_end(self.paused_index)
+        self.paused_index = None
+
+    def finish(self) -> None:
+        """`complete`, then point the session at the last turn stored."""
+        self.complete()
         if self.last_key is not None:
             self.conn.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "

@@ -244,6 +244,10 @@ class PostgresStore(Store):
             "SQLite file with `nexus-store copy` to use it"
         )
 
+    def _bulk_index_begin(self) -> None:
+        """No search index on PostgreSQL yet: nothing to pause."""
+        return None
+
     def search(self, *args: Any, **kwargs: Any) -> Any:
         """Not on PostgreSQL yet (full-text search is SQLite FTS5)."""
         raise self._not_yet("search")
