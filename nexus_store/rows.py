@@ -68,6 +68,8 @@ TURN_FIELD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("name", "name", "str"),
 )
 
+_TURN_FIELD_BY_KEY = {key: (column, kind) for key, column, kind in TURN_FIELD_COLUMNS}
+
 # (message key, messages column, kind)
 _MESSAGE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("role", "role", "str"),
@@ -80,6 +82,7 @@ _MESSAGE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("stopReason", "stop_reason", "str"),
     ("timestamp", "timestamp_ms", "int"),
 )
+_MESSAGE_FIELD_BY_KEY = {key: (column, kind) for key, column, kind in _MESSAGE_FIELDS}
 _USAGE_FIELDS = (
     ("input", "input_tokens"),
     ("output", "output_tokens"),
@@ -122,12 +125,14 @@ def is_storable_text(text: str) -> bool:
     A lone surrogate (from a ``\ud800`` escape) is not UTF-8, and PostgreSQL text
     refuses NUL; such strings are kept as escaped JSON instead (exactly).
     """
+    if text.isascii():  # O(1) in CPython; then only NUL can be in the way
+        return "\x00" not in text
     return _SURROGATE.search(text) is None
 
 
 def _fits(value: Any, kind: str) -> bool:
     if kind == "str":
-        return type(value) is str and not _SURROGATE.search(value)
+        return type(value) is str and is_storable_text(value)
     if kind == "int":
         return type(value) is int and _INT64_MIN <= value <= _INT64_MAX
     if kind == "bool":
@@ -162,12 +167,15 @@ def encode_entry_fields(entry: Mapping[str, Any], skip: frozenset[str]) -> dict[
         Column values, including ``extra_json`` (``None`` when nothing is left over).
     """
     columns: dict[str, Any] = {}
-    moved = set(skip)
-    for key, column, kind in TURN_FIELD_COLUMNS:
-        if key in entry and _fits(entry[key], kind):
-            columns[column] = _column_value(entry[key], kind)
-            moved.add(key)
-    extra = {key: value for key, value in entry.items() if key not in moved}
+    extra: dict[str, Any] = {}
+    for key, value in entry.items():  # one pass over the entry's own keys
+        if key in skip:
+            continue
+        spec = _TURN_FIELD_BY_KEY.get(key)
+        if spec is not None and _fits(value, spec[1]):
+            columns[spec[0]] = _column_value(value, spec[1])
+        else:
+            extra[key] = value
     columns["extra_json"] = dumps(extra) if extra else None
     return columns
 
@@ -218,7 +226,7 @@ def flatten_text(content: Any) -> str | None:
 
 
 def _clean(text: str | None) -> str | None:
-    if text is not None and _SURROGATE.search(text):
+    if text is not None and not is_storable_text(text):
         return _SURROGATE.sub("\ufffd", text)
     return text
 
@@ -235,13 +243,30 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
     """
     row: dict[str, Any] = dict.fromkeys(MESSAGE_COLUMNS)
     row["tokens"] = tokens
-    rest = dict(message)
-    for key, column, kind in _MESSAGE_FIELDS:
-        if key in rest and _fits(rest[key], kind):
-            row[column] = _column_value(rest.pop(key), kind)
+    rest: dict[str, Any] = {}
+    # One pass over the message's own keys (a message has a handful; the field
+    # table has nine): a field that fits its column goes there, the rest stays.
+    for key, value in message.items():
+        spec = _MESSAGE_FIELD_BY_KEY.get(key)
+        if spec is None:
+            rest[key] = value
+            continue
+        column, kind = spec
+        if kind == "str":
+            if type(value) is str and is_storable_text(value):
+                row[column] = value
+                continue
+        elif kind == "int":
+            if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+                row[column] = value
+                continue
+        elif type(value) is bool:  # kind == "bool"
+            row[column] = 1 if value else 0
+            continue
+        rest[key] = value
     if "content" in rest:
         content = rest.pop("content")
-        if type(content) is str and not _SURROGATE.search(content):
+        if type(content) is str and is_storable_text(content):
             row["content_kind"] = "string"
             row["text"] = content
         elif (
@@ -251,7 +276,7 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
             and len(content[0]) == 2
             and content[0].get("type") == "text"
             and type(content[0].get("text")) is str
-            and not _SURROGATE.search(content[0]["text"])
+            and is_storable_text(content[0]["text"])
         ):
             row["content_kind"] = "text_block"
             row["text"] = content[0]["text"]
@@ -261,7 +286,7 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
             row["text"] = _clean(flatten_text(content))
     elif message.get("role") == "bashExecution" and type(rest.get("output")) is str:
         output = rest["output"]
-        if not _SURROGATE.search(output):
+        if is_storable_text(output):
             row["content_kind"] = "bash_output"
             row["text"] = rest.pop("output")
     usage = rest.get("usage")
@@ -345,7 +370,7 @@ def turn_payload(entry: dict[str, Any]) -> tuple[str, frozenset[str], list[dict[
     """
     # A type that is not storable text (not a string, or a lone surrogate from a
     # transcript's "\ud800" escape) is kept in extra_json and read back from there.
-    typed = isinstance(entry.get("type"), str) and not _SURROGATE.search(entry["type"])
+    typed = isinstance(entry.get("type"), str) and is_storable_text(entry["type"])
     kind = entry["type"] if typed else "unknown"
     skip = set(_SKIP) if typed else {"id", "parentId"}
     message_dicts: list[dict[str, Any]] = []
