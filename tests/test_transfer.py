@@ -234,3 +234,58 @@ def test_import_memory_stays_flat(tmp_path: Path) -> None:
     # four times the file (12 -> 48 MB of JSON): the peak stays put, far below the file
     assert peaks[1] < 1.3 * peaks[0] + 2_000_000, peaks
     assert peaks[1] < sizes[1] / 4, (peaks, sizes)
+
+
+class TestLongFiles:
+    """Past the parent cache (10,000 turns) ids are settled by a filter and the database."""
+
+    def _chain(self, n: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "message",
+                "id": f"e{i}",
+                "parentId": f"e{i - 1}" if i else None,
+                "message": {"role": "user", "content": f"turn {i}", "timestamp": i},
+            }
+            for i in range(n)
+        ]
+
+    @pytest.mark.parametrize("filter_says", ["real", "always maybe"])
+    def test_a_duplicate_far_back_is_found(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filter_says: str
+    ) -> None:
+        from nexus_store.store import ingest
+
+        monkeypatch.setattr(ingest, "_CACHE", 5)  # forget all but the last 5 turns
+        if filter_says == "always maybe":  # every id goes to the database
+            monkeypatch.setattr(ingest._SeenIds, "__contains__", lambda self, uid: True)
+        entries = self._chain(1_200)
+        dup = {**entries[3], "parentId": "e1199", "message": {"role": "user", "content": "other"}}
+        path = tmp_path / "long.jsonl"
+        _write(path, HEADER, [*entries, dup])
+        with Store(tmp_path / "l.db", counter="chars4") as store:
+            report = store.import_paths([path])
+            assert report.turns == 1_200
+            (problem,) = report.problems
+            assert problem["kind"] == "duplicate_id" and problem["line"] == 1_202
+            assert store.get_turn(report.sessions[0], "e3").entry == entries[3]  # first kept
+            grown = [*entries, *self._chain(1_300)[1_200:]]
+            _write(path, HEADER, grown)
+            again = store.import_paths([path])
+            assert again.turns == 100 and again.conflicts == 0 and not again.problems
+            changed = {**grown[700], "message": {"role": "user", "content": "x"}}
+            _write(path, HEADER, [*grown[:700], changed, *grown[701:]])
+            third = store.import_paths([path])
+            assert third.conflicts == 1 and third.turns == 0
+            assert store.get_turn(report.sessions[0], "e700").entry == grown[700]
+
+    def test_the_filter_never_forgets_an_id(self) -> None:
+        from nexus_store.store.ingest import _SeenIds
+
+        seen = _SeenIds()
+        ids = [f"id-{i}" for i in range(50_000)]
+        for uid in ids:
+            seen.add(uid)
+        assert all(uid in seen for uid in ids)
+        misses = sum(1 for i in range(50_000) if f"other-{i}" in seen)
+        assert misses < 50  # about 1 in 30,000 at this size
