@@ -104,7 +104,12 @@ class CountingProcess:
         return counts
 
     def close(self) -> None:
-        """End the helper: close its input, wait briefly, kill it if it lingers."""
+        """End the helper: at end of input if it is serving, at once if it is still starting.
+
+        (An import shorter than the helper's start-up must not wait for it to load.)
+        """
+        if not self._ready:
+            self._proc.kill()
         try:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()

@@ -155,3 +155,10 @@ def test_a_dead_helper_raises_its_own_error() -> None:
         helper.count([(["text"], 0)])
     assert helper.failed
     helper.close()
+
+
+def test_a_helper_still_starting_is_not_waited_for() -> None:
+    # An import that ends before the helper is ready must not wait for it to load.
+    helper = CountingProcess("cl100k_base")
+    helper.close()
+    assert helper._proc.returncode == -9  # killed, not waited out

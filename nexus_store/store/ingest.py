@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -255,6 +256,8 @@ def _prepared_batches(entries: Iterable[_Item], counter: Any) -> Iterator[_Prepa
 
 
 def _start_helper(counter_name: str) -> CountingProcess | None:
+    if sys.platform == "win32":  # select() does not wait on pipes there: count here
+        return None
     try:
         return CountingProcess(counter_name)
     except OSError:  # no interpreter to run (an embedded or frozen Python): count here
