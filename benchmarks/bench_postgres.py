@@ -55,8 +55,13 @@ def run(name: str, open_store: Callable[[], Store], sizes: list[int]) -> list[li
                 else:
                     store.append_message(
                         sid,
-                        {"role": "assistant", "content": [{"type": "text", "text": TEXT}],
-                         "provider": "p", "model": "m", "timestamp": i},
+                        {
+                            "role": "assistant",
+                            "content": [{"type": "text", "text": TEXT}],
+                            "provider": "p",
+                            "model": "m",
+                            "timestamp": i,
+                        },
                     )
             spent += time.perf_counter() - started
             rate = (size - done) / (time.perf_counter() - started)
@@ -79,8 +84,14 @@ def run(name: str, open_store: Callable[[], Store], sizes: list[int]) -> list[li
             store.navigate(sid, leaf)
             done += 5  # the branch's turns count in the session's size
             rows.append(
-                [name, f"{size:,}", f"{rate:,.0f}", f"{full_ms:.2f}", str(messages),
-                 f"{compact_ms:.2f}"]
+                [
+                    name,
+                    f"{size:,}",
+                    f"{rate:,.0f}",
+                    f"{full_ms:.2f}",
+                    str(messages),
+                    f"{compact_ms:.2f}",
+                ]
             )
     return rows
 
@@ -88,7 +99,9 @@ def run(name: str, open_store: Callable[[], Store], sizes: list[int]) -> list[li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--url", help="an existing PostgreSQL database (default: a throwaway server)")
+    parser.add_argument(
+        "--url", help="an existing PostgreSQL database (default: a throwaway server)"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     server = None
@@ -103,23 +116,35 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for mode in ("NORMAL", "FULL"):
                 path = Path(tmp) / f"bench-{mode}.db"
-                rows += run(f"sqlite WAL {mode}",
-                            lambda p=path, m=mode: Store(p, counter="chars4", synchronous=m), sizes)
+                rows += run(
+                    f"sqlite WAL {mode}",
+                    lambda p=path, m=mode: Store(p, counter="chars4", synchronous=m),
+                    sizes,
+                )
             for mode, label in (("NORMAL", "on"), ("OFF", "off")):
                 schema_url = url if server is None else server.create_schema("bench")
-                rows += run(f"postgres commit={label}",
-                            lambda u=schema_url, m=mode: Store(u, counter="chars4", synchronous=m),
-                            sizes)
+                rows += run(
+                    f"postgres commit={label}",
+                    lambda u=schema_url, m=mode: Store(u, counter="chars4", synchronous=m),
+                    sizes,
+                )
     finally:
         if server is not None:
             server.stop()
     header = ["backend", "turns", "append/s", "context ms", "messages", "compacted ctx ms"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print(f"# {platform.node()} {platform.machine()} python {platform.python_version()} "
-          f"{time.strftime('%Y-%m-%d')}; one transaction per turn; medians of 15 context calls")
+    print(
+        f"# {platform.node()} {platform.machine()} python {platform.python_version()} "
+        f"{time.strftime('%Y-%m-%d')}; one transaction per turn; medians of 15 context calls"
+    )
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     for row in rows:
-        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                c.rjust(w) if i else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ def start_server() -> PgServer:
             pw = pwd.getpwnam("postgres")
         except KeyError:
             shutil.rmtree(root, ignore_errors=True)
-            raise RuntimeError("running as root and there is no `postgres` OS user for initdb") from None
+            raise RuntimeError(
+                "running as root and there is no `postgres` OS user for initdb"
+            ) from None
         for folder in (root, sock):
             os.chown(folder, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
@@ -109,18 +111,44 @@ def start_server() -> PgServer:
         user = getpass.getuser()
     os.chmod(root, 0o700)
     subprocess.run(
-        [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
-         "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"],
-        check=True, capture_output=True, timeout=120,
+        [
+            *as_user,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            user,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     options = (
         f"-c listen_addresses='' -c unix_socket_directories='{sock}' -c fsync=on "
         "-c max_connections=100 -c shared_buffers=128MB"
     )
     subprocess.run(
-        [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-         str(root / "server.log"), "-w", "-t", "60", "start"],
-        check=True, capture_output=True, timeout=120,
+        [
+            *as_user,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     stop = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]
     return PgServer(f"postgresql://{user}@/postgres?host={sock}", stop, root)

@@ -19,9 +19,12 @@ from tests.reference import reference_context
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 STAMP = st.integers(min_value=1_600_000_000_000, max_value=1_900_000_000_000).map(
-    lambda ms: __import__("datetime").datetime.fromtimestamp(ms / 1000, __import__("datetime").UTC)
-    .strftime("%Y-%m-%dT%H:%M:%S.")
-    + f"{ms % 1000:03d}Z"
+    lambda ms: (
+        __import__("datetime")
+        .datetime.fromtimestamp(ms / 1000, __import__("datetime").UTC)
+        .strftime("%Y-%m-%dT%H:%M:%S.")
+        + f"{ms % 1000:03d}Z"
+    )
 )
 
 
@@ -50,7 +53,12 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
                     st.builds(lambda t: {"type": "text", "text": t}, TEXT),
                     st.builds(lambda t: {"type": "thinking", "thinking": t}, TEXT),
                     st.builds(
-                        lambda i, a: {"type": "toolCall", "id": i, "name": "read", "arguments": {"p": a}},
+                        lambda i, a: {
+                            "type": "toolCall",
+                            "id": i,
+                            "name": "read",
+                            "arguments": {"p": a},
+                        },
                         TEXT,
                         TEXT,
                     ),
@@ -61,7 +69,12 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
         m: dict[str, Any] = {"role": "assistant", "content": blocks, "timestamp": 5}
         _maybe(m, "provider", draw(st.sampled_from(["anthropic", "openai"])), draw(st.booleans()))
         _maybe(m, "model", draw(st.sampled_from(["m1", "m2"])), draw(st.booleans()))
-        _maybe(m, "usage", {"input": 3, "output": 4, "totalTokens": 7, "cost": {"total": 0.5}}, draw(st.booleans()))
+        _maybe(
+            m,
+            "usage",
+            {"input": 3, "output": 4, "totalTokens": 7, "cost": {"total": 0.5}},
+            draw(st.booleans()),
+        )
         return m
     if role == "toolResult":
         return {
@@ -73,14 +86,37 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
             "timestamp": 7,
         }
     if role == "bashExecution":
-        return {"role": "bashExecution", "command": draw(TEXT), "output": draw(TEXT), "exitCode": 0,
-                "cancelled": False, "truncated": False, "timestamp": 9}
-    return {"role": "custom", "customType": "x", "content": draw(TEXT), "display": True, "timestamp": 3}
+        return {
+            "role": "bashExecution",
+            "command": draw(TEXT),
+            "output": draw(TEXT),
+            "exitCode": 0,
+            "cancelled": False,
+            "truncated": False,
+            "timestamp": 9,
+        }
+    return {
+        "role": "custom",
+        "customType": "x",
+        "content": draw(TEXT),
+        "display": True,
+        "timestamp": 3,
+    }
 
 
 KINDS = [
-    "message", "message", "message", "message", "custom_message", "custom", "compaction",
-    "branch_summary", "label", "model_change", "thinking_level_change", "session_info",
+    "message",
+    "message",
+    "message",
+    "message",
+    "custom_message",
+    "custom",
+    "compaction",
+    "branch_summary",
+    "label",
+    "model_change",
+    "thinking_level_change",
+    "session_info",
 ]
 
 
@@ -93,7 +129,9 @@ def trees(draw: st.DrawFn) -> list[dict[str, Any]]:
         parent = None
         if entries and draw(st.integers(0, 9)) > 0:
             # mostly the previous entry (a conversation), sometimes anywhere (a branch)
-            parent = entries[-1]["id"] if draw(st.booleans()) else draw(st.sampled_from(entries))["id"]
+            parent = (
+                entries[-1]["id"] if draw(st.booleans()) else draw(st.sampled_from(entries))["id"]
+            )
         e: dict[str, Any] = {"type": kind, "id": f"e{i:03d}", "parentId": parent}
         if draw(st.integers(0, 5)) > 0:
             e["timestamp"] = draw(STAMP)
@@ -135,7 +173,12 @@ def trees(draw: st.DrawFn) -> list[dict[str, Any]]:
             _maybe(e, "provider", "prov", draw(st.booleans()))
             _maybe(e, "modelId", draw(st.sampled_from(["a", "b"])), draw(st.booleans()))
         elif kind == "thinking_level_change":
-            _maybe(e, "thinkingLevel", draw(st.sampled_from(["low", "high", "off"])), draw(st.integers(0, 5)) > 0)
+            _maybe(
+                e,
+                "thinkingLevel",
+                draw(st.sampled_from(["low", "high", "off"])),
+                draw(st.integers(0, 5)) > 0,
+            )
         elif kind == "session_info":
             e["name"] = draw(TEXT)
         entries.append(e)
@@ -163,7 +206,9 @@ def test_context_of_every_turn_matches_the_reference(entries: list[dict[str, Any
             assert ctx.messages == want["messages"], e["id"]
             assert ctx.model == want["model"]
             expected_thinking = want["thinking_level"]
-            assert ctx.thinking_level == (expected_thinking if isinstance(expected_thinking, str) else None)
+            assert ctx.thinking_level == (
+                expected_thinking if isinstance(expected_thinking, str) else None
+            )
             assert len(ctx.turn_ids) == len(ctx.messages)
             counter = CharsEstimator()
             assert ctx.tokens == sum(message_tokens(counter, m) for m in ctx.messages)
@@ -212,4 +257,7 @@ def test_native_appends_match_the_reference(entries: list[dict[str, Any]]) -> No
             assert turn.entry == store.get_turn(sid, turn.id).entry
             written.append(turn.entry)
         for e in written:
-            assert store.context(sid, e["id"]).messages == reference_context(written, e["id"])["messages"]
+            assert (
+                store.context(sid, e["id"]).messages
+                == reference_context(written, e["id"])["messages"]
+            )

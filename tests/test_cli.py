@@ -20,7 +20,9 @@ SESSION = "0193a1c2-7d4e-7b21-9f00-5e55d0c0ffee"
 @pytest.fixture
 def db(tmp_path: Path, runner: CliRunner) -> Path:
     path = tmp_path / "cli.db"
-    result = runner.invoke(cli, ["--db", str(path), "import", "--example", "--json"], catch_exceptions=False)
+    result = runner.invoke(
+        cli, ["--db", str(path), "import", "--example", "--json"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     return path
 
@@ -44,7 +46,9 @@ def all_commands() -> list[tuple[str, ...]]:
 
 class TestReading:
     def test_import_summary_json(self, runner: CliRunner, tmp_path: Path) -> None:
-        result = runner.invoke(cli, ["--db", str(tmp_path / "x.db"), "import", str(EXAMPLE_TRANSCRIPT), "--json"])
+        result = runner.invoke(
+            cli, ["--db", str(tmp_path / "x.db"), "import", str(EXAMPLE_TRANSCRIPT), "--json"]
+        )
         report = json.loads(result.output)
         assert report["turns"] == 29 and report["sessions"] == [SESSION] and report["errors"] == []
 
@@ -53,7 +57,9 @@ class TestReading:
         assert [r["id"] for r in rows] == [SESSION]
         assert rows[0]["title"] == "Fix due dates time zone"
 
-    def test_tree_marks_the_active_leaf_and_draws_branches(self, runner: CliRunner, db: Path) -> None:
+    def test_tree_marks_the_active_leaf_and_draws_branches(
+        self, runner: CliRunner, db: Path
+    ) -> None:
         text = run(runner, db, "tree", "latest").output
         assert "c1000007 session_info" in text and "◀ active" in text.splitlines()[-1]
         assert "├─ a1000008" in text and "└─ b1000001 branch_summary" in text
@@ -66,19 +72,27 @@ class TestReading:
         with Store(db) as store:
             assert shown == json.loads(json.dumps(store.context(SESSION).to_json_dict()))
         assert shown["messages"][0]["role"] == "compactionSummary"
-        other = json.loads(run(runner, db, "context", "show", "latest", "--leaf", "a100000c", "--json").output)
+        other = json.loads(
+            run(runner, db, "context", "show", "latest", "--leaf", "a100000c", "--json").output
+        )
         assert [m["role"] for m in other["messages"]][:2] == ["user", "assistant"]
         assert other["thinking_level"] == "low"
 
     def test_context_show_render(self, runner: CliRunner, db: Path) -> None:
-        openai = json.loads(run(runner, db, "context", "show", "latest", "--render", "openai").output)
+        openai = json.loads(
+            run(runner, db, "context", "show", "latest", "--render", "openai").output
+        )
         assert openai[0]["role"] == "user" and "<summary>" in openai[0]["content"]
         assert any(m["role"] == "tool" for m in openai)
-        anthropic = json.loads(run(runner, db, "context", "show", "latest", "--render", "anthropic").output)
+        anthropic = json.loads(
+            run(runner, db, "context", "show", "latest", "--render", "anthropic").output
+        )
         assert {m["role"] for m in anthropic} <= {"user", "assistant"}
 
     def test_context_status(self, runner: CliRunner, db: Path) -> None:
-        data = json.loads(run(runner, db, "context", "status", "latest", "--window", "1000", "--json").output)
+        data = json.loads(
+            run(runner, db, "context", "status", "latest", "--window", "1000", "--json").output
+        )
         assert data["compactions"] == 1 and data["window"] == 1000
         assert data["percent"] == round(data["tokens"] / 10, 2)
         text = run(runner, db, "context", "status", "latest").output
@@ -87,7 +101,15 @@ class TestReading:
 
 class TestSql:
     def test_select(self, runner: CliRunner, db: Path) -> None:
-        rows = json.loads(run(runner, db, "sql", "select kind, count(*) n from turns group by kind order by kind", "--json").output)
+        rows = json.loads(
+            run(
+                runner,
+                db,
+                "sql",
+                "select kind, count(*) n from turns group by kind order by kind",
+                "--json",
+            ).output
+        )
         assert {"kind": "compaction", "n": 1} in rows
 
     @pytest.mark.parametrize(
@@ -104,7 +126,9 @@ class TestSql:
             "drop table turns",
         ],
     )
-    def test_writes_are_refused_and_the_file_is_unchanged(self, runner: CliRunner, db: Path, query: str) -> None:
+    def test_writes_are_refused_and_the_file_is_unchanged(
+        self, runner: CliRunner, db: Path, query: str
+    ) -> None:
         before = hashlib.sha256(db.read_bytes()).hexdigest()
         result = runner.invoke(cli, ["--db", str(db), "sql", query])
         assert result.exit_code == 1
@@ -114,7 +138,9 @@ class TestSql:
 
 
 class TestWriting:
-    def test_export_then_import_is_idempotent(self, runner: CliRunner, db: Path, tmp_path: Path) -> None:
+    def test_export_then_import_is_idempotent(
+        self, runner: CliRunner, db: Path, tmp_path: Path
+    ) -> None:
         out = tmp_path / "out.jsonl"
         assert run(runner, db, "export", "latest", "-o", str(out)).exit_code == 0
         original = [json.loads(x) for x in EXAMPLE_TRANSCRIPT.read_text().splitlines()]
@@ -137,7 +163,9 @@ class TestWriting:
         assert len(history) == 2 and history[1]["trigger"] == "manual"
 
     def test_navigate_and_summarize(self, runner: CliRunner, db: Path) -> None:
-        result = json.loads(run(runner, db, "navigate", "latest", "a1000007", "--summarize", "--json").output)
+        result = json.loads(
+            run(runner, db, "navigate", "latest", "a1000007", "--summarize", "--json").output
+        )
         assert result["branch_summary"]["parent_id"] == "a1000007"
         assert result["session"]["active_leaf"] == result["branch_summary"]["id"]
 
@@ -145,9 +173,14 @@ class TestWriting:
         backup = tmp_path / "b.json"
         run(runner, db, "context", "export", "latest", str(backup))
         other = tmp_path / "other.db"
-        assert runner.invoke(cli, ["--db", str(other), "context", "import", str(backup)]).exit_code == 0
+        assert (
+            runner.invoke(cli, ["--db", str(other), "context", "import", str(backup)]).exit_code
+            == 0
+        )
         with Store(db) as a, Store(other) as b:
-            assert [t.entry for t in a.iter_turns(SESSION)] == [t.entry for t in b.iter_turns(SESSION)]
+            assert [t.entry for t in a.iter_turns(SESSION)] == [
+                t.entry for t in b.iter_turns(SESSION)
+            ]
             assert a.get_session(SESSION).active_leaf == b.get_session(SESSION).active_leaf
 
 
@@ -155,14 +188,18 @@ class TestErrors:
     def test_unknown_session_is_one_line_and_exit_1(self, runner: CliRunner, db: Path) -> None:
         result = runner.invoke(cli, ["--db", str(db), "tree", "nope"])
         assert result.exit_code == 1
-        assert result.output.strip().splitlines() == ["Error: no session with id or id prefix 'nope'"]
+        assert result.output.strip().splitlines() == [
+            "Error: no session with id or id prefix 'nope'"
+        ]
 
     def test_unknown_turn(self, runner: CliRunner, db: Path) -> None:
         result = runner.invoke(cli, ["--db", str(db), "context", "show", "latest", "--leaf", "zzz"])
         assert result.exit_code == 1 and "zzz" in result.output
 
     def test_usage_error_is_exit_2(self, runner: CliRunner, db: Path) -> None:
-        result = runner.invoke(cli, ["--db", str(db), "context", "status", "latest", "--window", "0"])
+        result = runner.invoke(
+            cli, ["--db", str(db), "context", "status", "latest", "--window", "0"]
+        )
         assert result.exit_code == 2
 
     def test_missing_database(self, runner: CliRunner, tmp_path: Path) -> None:
@@ -177,14 +214,18 @@ class TestErrors:
         assert result.exit_code == 1 and "not a SQLite database" in result.output
         assert notes.read_text() == "my notes"
 
-    def test_env_var_chooses_the_database(self, runner: CliRunner, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_env_var_chooses_the_database(
+        self, runner: CliRunner, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         monkeypatch.setenv("NEXUS_STORE_DB", str(db))
         result = runner.invoke(cli, ["sessions", "--json"])
         assert json.loads(result.output)[0]["id"] == SESSION
 
 
 @pytest.mark.parametrize("command", all_commands(), ids=" ".join)
-def test_every_command_has_help_with_an_example(runner: CliRunner, command: tuple[str, ...]) -> None:
+def test_every_command_has_help_with_an_example(
+    runner: CliRunner, command: tuple[str, ...]
+) -> None:
     result = runner.invoke(cli, [*command, "--help"])
     assert result.exit_code == 0
     target: click.Command = cli

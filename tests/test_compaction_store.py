@@ -13,12 +13,36 @@ from nexus_store.policy import CompactionConfig
 
 
 def exchange(store: Store, sid: str, i: int, size: int = 400) -> None:
-    store.append_message(sid, {"role": "user", "content": f"task {i}: edit src/f{i}.py", "timestamp": i})
-    store.append_message(sid, {"role": "assistant", "timestamp": i, "content": [
-        {"type": "text", "text": "reading " * 20},
-        {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": f"src/f{i}.py"}}]})
-    store.append_message(sid, {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "read",
-                               "content": [{"type": "text", "text": "y" * size}], "isError": False, "timestamp": i})
+    store.append_message(
+        sid, {"role": "user", "content": f"task {i}: edit src/f{i}.py", "timestamp": i}
+    )
+    store.append_message(
+        sid,
+        {
+            "role": "assistant",
+            "timestamp": i,
+            "content": [
+                {"type": "text", "text": "reading " * 20},
+                {
+                    "type": "toolCall",
+                    "id": f"c{i}",
+                    "name": "read",
+                    "arguments": {"path": f"src/f{i}.py"},
+                },
+            ],
+        },
+    )
+    store.append_message(
+        sid,
+        {
+            "role": "toolResult",
+            "toolCallId": f"c{i}",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "y" * size}],
+            "isError": False,
+            "timestamp": i,
+        },
+    )
 
 
 def snapshot(store: Store, sid: str) -> dict[str, Any]:
@@ -26,8 +50,14 @@ def snapshot(store: Store, sid: str) -> dict[str, Any]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(["talk", "talk", "compact", "branch", "summary_branch"]), min_size=1, max_size=12),
-       st.randoms(use_true_random=False))
+@given(
+    st.lists(
+        st.sampled_from(["talk", "talk", "compact", "branch", "summary_branch"]),
+        min_size=1,
+        max_size=12,
+    ),
+    st.randoms(use_true_random=False),
+)
 def test_no_turn_is_lost_and_earlier_contexts_never_change(ops: list[str], rnd: Any) -> None:
     with Store(memory=True, counter="chars4") as store:
         sid = store.create_session().id
@@ -96,7 +126,8 @@ def test_compaction_turn_records_everything_and_moves_the_leaf() -> None:
         assert ctx.messages[0]["role"] == "compactionSummary"
         assert ctx.tokens < result.plan.tokens_before
         row = store.conn.execute(
-            "select tokens_before, trigger, layer, messages_compacted from turns where uid = ?", [turn.id]
+            "select tokens_before, trigger, layer, messages_compacted from turns where uid = ?",
+            [turn.id],
         ).fetchone()
         assert row == (e["tokensBefore"], "manual", "summarize", e["messagesCompacted"])
 
@@ -129,8 +160,11 @@ def test_prune_layer_needs_no_model_and_prune_view_writes_nothing() -> None:
         dump = list(store.conn.iterdump())
         view, outcome = store.pruned_context(sid)
         assert outcome.pruned and view.tokens < store.context(sid).tokens
-        assert any(m.get("content") == [{"type": "text", "text": "[output pruned for context]"}]
-                   for m in view.messages if isinstance(m, dict))
+        assert any(
+            m.get("content") == [{"type": "text", "text": "[output pruned for context]"}]
+            for m in view.messages
+            if isinstance(m, dict)
+        )
         assert list(store.conn.iterdump()) == dump
         result = store.compact(sid, layer="prune", summarizer=object())  # type: ignore[arg-type]
         assert result.turn is not None and result.turn.entry["layer"] == "prune"

@@ -23,7 +23,9 @@ def _writer(path: str, session_id: str, parent: str | None, name: str, count: in
     return ids
 
 
-def _run(path: Path, session_id: str, parent: str | None, workers: int, count: int) -> list[list[str]]:
+def _run(
+    path: Path, session_id: str, parent: str | None, workers: int, count: int
+) -> list[list[str]]:
     ctx = mp.get_context("spawn")
     with ctx.Pool(workers) as pool:
         results = [

@@ -58,8 +58,14 @@ def assistant(text: str, model: str = "m1") -> dict[str, Any]:
         "content": [{"type": "text", "text": text}],
         "provider": "prov",
         "model": model,
-        "usage": {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15,
-                  "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3}},
+        "usage": {
+            "input": 10,
+            "output": 5,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 15,
+            "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0, "cacheWrite": 0, "total": 0.3},
+        },
         "stopReason": "stop",
         "timestamp": 1,
     }
@@ -69,7 +75,12 @@ def dump(store: Store) -> list[Any]:
     """Every row of the store's tables, in key order (the SQL is the same on both)."""
     return [
         store.conn.execute(f"select * from {table} order by {key}").fetchall()
-        for table, key in (("settings", "key"), ("sessions", "id"), ("turns", "id"), ("messages", "id"))
+        for table, key in (
+            ("settings", "key"),
+            ("sessions", "id"),
+            ("turns", "id"),
+            ("messages", "id"),
+        )
     ]
 
 
@@ -198,14 +209,21 @@ class TestAppend:
         backend.append_message(s.id, assistant("x"))
         backend.append_message(
             s.id,
-            {"role": "toolResult", "toolCallId": "c1", "toolName": "bash",
-             "content": [{"type": "text", "text": "boom"}], "isError": True, "timestamp": 3},
+            {
+                "role": "toolResult",
+                "toolCallId": "c1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "boom"}],
+                "isError": True,
+                "timestamp": 3,
+            },
         )
         rows = backend.conn.execute(
             "select role, tool_name, is_error, input_tokens, cost, text from messages order by id"
         ).fetchall()
         assert [tuple(r) for r in rows] == [
-            ("assistant", None, None, 10, 0.3, "x"), ("toolResult", "bash", 1, None, None, "boom")
+            ("assistant", None, None, 10, 0.3, "x"),
+            ("toolResult", "bash", 1, None, None, "boom"),
         ]
 
     def test_labels_latest_wins_and_empty_clears(self, backend: Store) -> None:
@@ -260,7 +278,9 @@ class TestCompaction:
         for i in range(6):
             backend.append_message(s.id, user(f"task {i}: edit src/f{i}.py " + "words " * 40, i))
             backend.append_message(s.id, assistant(f"done {i} " + "more " * 40))
-        before = {t.id: backend.context(s.id, t.id).to_json_dict() for t in backend.iter_turns(s.id)}
+        before = {
+            t.id: backend.context(s.id, t.id).to_json_dict() for t in backend.iter_turns(s.id)
+        }
         dry = backend.compact(s.id, summarizer="extractive", keep_recent_tokens=60, dry_run=True)
         assert dry.turn is None and dump(backend)
         result = backend.compact(s.id, summarizer="extractive", keep_recent_tokens=60)
@@ -357,9 +377,19 @@ class TestErrors:
 
 
 class TestTransfer:
-    @pytest.mark.parametrize("name", ["pi-v3-quirks.jsonl", "pi-v2-hook.jsonl", "claude-code-parallel.jsonl",
-                                      "compaction-events.ndjson", "oc-7f3a.jsonl.reset.2026-02-24T10-05-00.000Z"])
-    def test_import_is_idempotent_and_exports_the_same(self, backend: Store, tmp_path: Path, name: str) -> None:
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "pi-v3-quirks.jsonl",
+            "pi-v2-hook.jsonl",
+            "claude-code-parallel.jsonl",
+            "compaction-events.ndjson",
+            "oc-7f3a.jsonl.reset.2026-02-24T10-05-00.000Z",
+        ],
+    )
+    def test_import_is_idempotent_and_exports_the_same(
+        self, backend: Store, tmp_path: Path, name: str
+    ) -> None:
         path = FIXTURES / name
         report = backend.import_paths([path])
         assert not report.errors and report.turns > 0
@@ -367,7 +397,9 @@ class TestTransfer:
         assert again.turns == 0 and again.conflicts == 0
         with Store(tmp_path / "reference.db", counter="chars4") as ref:
             ref_report = ref.import_paths([path])
-            assert ref_report.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+            assert ref_report.model_dump(exclude={"seconds"}) == report.model_dump(
+                exclude={"seconds"}
+            )
             for sid in report.sessions:
                 out, ref_out = io.StringIO(), io.StringIO()
                 backend.export_jsonl(sid, out)
@@ -404,7 +436,9 @@ _SHARED: dict[str, Store] = {}
 
 
 @pytest.fixture(params=BACKENDS)
-def shared_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Store:
+def shared_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Store:
     """One store per backend for many hypothesis examples (each in its own session)."""
     kind = request.param
     if kind not in _SHARED:
@@ -413,10 +447,15 @@ def shared_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     return _SHARED[kind]
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(entries=trees())
-def test_context_of_every_turn_matches_the_reference(shared_backend: Store, entries: list[dict[str, Any]]) -> None:
+def test_context_of_every_turn_matches_the_reference(
+    shared_backend: Store, entries: list[dict[str, Any]]
+) -> None:
     source = uuid.uuid4().hex
     sid, _ = shared_backend.ingest(
         {"type": "session", "id": source, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"},
@@ -440,12 +479,21 @@ def test_text_that_is_not_storable_stays_exact_and_out_of_text_columns(backend: 
     """A NUL or lone surrogate (PostgreSQL text refuses NUL; neither is UTF-8-safe) is kept
     in JSON, exactly, and never reaches a text column such as the session title."""
     entries = [
-        {"type": "message", "id": "m1", "parentId": None, "message": {"role": "user", "content": "a\x00b"}},
+        {
+            "type": "message",
+            "id": "m1",
+            "parentId": None,
+            "message": {"role": "user", "content": "a\x00b"},
+        },
         {"type": "session_info", "id": "i1", "parentId": "m1", "name": "\x00"},
         {"type": "label", "id": "l1", "parentId": "i1", "targetId": "m1", "label": "x\ud800"},
     ]
-    sid, counts = backend.ingest({"type": "session", "id": "nul"}, [(n, e, None) for n, e in enumerate(entries, 1)],
-                                 source_format="pi", source_id="nul")
+    sid, counts = backend.ingest(
+        {"type": "session", "id": "nul"},
+        [(n, e, None) for n, e in enumerate(entries, 1)],
+        source_format="pi",
+        source_id="nul",
+    )
     assert counts.turns == 3
     assert [t.entry for t in backend.iter_turns(sid)] == entries
     assert backend.get_session(sid).title is None

@@ -32,7 +32,9 @@ def _messages(n: int) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         if i % 3 == 0:
-            out.append({"role": "user", "content": f"question {i}: why is the sky blue? " * (i % 7)})
+            out.append(
+                {"role": "user", "content": f"question {i}: why is the sky blue? " * (i % 7)}
+            )
         elif i % 3 == 1:
             out.append(
                 {

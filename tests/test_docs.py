@@ -19,7 +19,10 @@ def test_cli_reference_is_up_to_date() -> None:
     env.pop("NEXUS_STORE_DB")
     result = subprocess.run(
         [sys.executable, "-m", "cogapp", "--check", "-I", str(ROOT), *docs],
-        capture_output=True, text=True, cwd=ROOT, env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr + "\nrun: cog -r -I . docs/*.md"
 

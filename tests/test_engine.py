@@ -19,13 +19,24 @@ def user(text: str) -> dict[str, Any]:
 
 
 def tool_result(i: int, size: int) -> dict[str, Any]:
-    return {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "read",
-            "content": [{"type": "text", "text": "r" * size}], "isError": False, "timestamp": 0}
+    return {
+        "role": "toolResult",
+        "toolCallId": f"c{i}",
+        "toolName": "read",
+        "content": [{"type": "text", "text": "r" * size}],
+        "isError": False,
+        "timestamp": 0,
+    }
 
 
 def call(i: int) -> dict[str, Any]:
-    return {"role": "assistant", "timestamp": 0,
-            "content": [{"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": f"f{i}"}}]}
+    return {
+        "role": "assistant",
+        "timestamp": 0,
+        "content": [
+            {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": f"f{i}"}}
+        ],
+    }
 
 
 @pytest.fixture
@@ -68,8 +79,12 @@ def test_assemble_fits_the_budget_without_splitting_tool_pairs(engine: ContextEn
 
 
 def test_after_turn_flushes_once_per_epoch_then_compacts() -> None:
-    cfg = CompactionConfig(context_window=30_000, reserve_tokens_floor=2_000, soft_threshold_tokens=1_000,
-                           keep_recent_tokens=2_000)
+    cfg = CompactionConfig(
+        context_window=30_000,
+        reserve_tokens_floor=2_000,
+        soft_threshold_tokens=1_000,
+        keep_recent_tokens=2_000,
+    )
     engine = ContextEngine(Store(memory=True, counter="chars4"), config=cfg)
     sid = engine.bootstrap()
     flushes: list[str] = []
@@ -87,7 +102,9 @@ def test_after_turn_flushes_once_per_epoch_then_compacts() -> None:
 
 
 def test_forced_compact_and_threshold() -> None:
-    engine = ContextEngine(Store(memory=True, counter="chars4"), config=CompactionConfig(keep_recent_tokens=50))
+    engine = ContextEngine(
+        Store(memory=True, counter="chars4"), config=CompactionConfig(keep_recent_tokens=50)
+    )
     sid = engine.bootstrap()
     for i in range(10):
         engine.ingest(sid, user(f"question {i} " * 30))
@@ -103,10 +120,16 @@ def test_subagent_fork_sees_the_parent_path_without_copies(engine: ContextEngine
     spawn = engine.prepare_subagent_spawn(parent, context_mode="fork")
     child = spawn.child_session_id
     engine.ingest(child, user("child task"))
-    assert [m["content"] for m in engine.assemble(child).messages] == ["parent context", "child task"]
+    assert [m["content"] for m in engine.assemble(child).messages] == [
+        "parent context",
+        "child task",
+    ]
     assert engine.store.get_session(child).turn_count == 1  # nothing copied
     engine.ingest(parent, user("later in parent"))
-    assert [m["content"] for m in engine.assemble(child).messages] == ["parent context", "child task"]
+    assert [m["content"] for m in engine.assemble(child).messages] == [
+        "parent context",
+        "child task",
+    ]
     ended = engine.on_subagent_ended(child, result="done")
     assert ended is not None and ended.entry["data"]["result"] == "done"
 

@@ -118,7 +118,9 @@ class TestRefusals:
 
 
 class TestMigrations:
-    def test_older_database_is_upgraded(self, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_older_database_is_upgraded(
+        self, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         real = migrate_mod.schema_files()
         with Store(store_path) as store:
             sid = store.create_session().id

@@ -186,7 +186,9 @@ def _fill(store: Store) -> list[str]:
     ids = list(store.import_paths([FIXTURES]).sessions)
     s = store.create_session(cwd="/native", title="native")
     a = store.append_message(s.id, user("q", 1))
-    store.append_message(s.id, {"role": "assistant", "content": [{"type": "text", "text": "x"}], "timestamp": 2})
+    store.append_message(
+        s.id, {"role": "assistant", "content": [{"type": "text", "text": "x"}], "timestamp": 2}
+    )
     store.append_compaction(s.id, "summary", a.id, 10)
     store.append_message(s.id, user("after", 3), parent_id=a.id)
     store.set_label(s.id, a.id, "start")
@@ -208,7 +210,9 @@ def _snapshot(store: Store) -> dict[str, Any]:
             "session": session.model_dump(),
             "backup": store.backup_session(sid),
             "export": text.getvalue(),
-            "contexts": {t.id: store.context(sid, t.id).to_json_dict() for t in store.iter_turns(sid)},
+            "contexts": {
+                t.id: store.context(sid, t.id).to_json_dict() for t in store.iter_turns(sid)
+            },
             "status": {t.id: store.status(sid, t.id).model_dump() for t in store.iter_turns(sid)},
             "labels": store.labels(sid),
         }
@@ -233,7 +237,10 @@ class TestCopy:
     def test_copy_again_copies_nothing_and_grown_sessions_get_their_tail(
         self, tmp_path: Path, pg_url: str
     ) -> None:
-        with Store(tmp_path / "a.db", counter="chars4") as src, Store(pg_url, counter="chars4") as dst:
+        with (
+            Store(tmp_path / "a.db", counter="chars4") as src,
+            Store(pg_url, counter="chars4") as dst,
+        ):
             ids = _fill(src)
             src.copy_to(dst)
             before = _snapshot(dst)
@@ -246,8 +253,13 @@ class TestCopy:
             assert grown.turns == 1 and grown.copied == 1
             assert _snapshot(dst) == _snapshot(src)
 
-    def test_an_interrupted_copy_resumes(self, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        with Store(tmp_path / "a.db", counter="chars4") as src, Store(pg_url, counter="chars4") as dst:
+    def test_an_interrupted_copy_resumes(
+        self, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with (
+            Store(tmp_path / "a.db", counter="chars4") as src,
+            Store(pg_url, counter="chars4") as dst,
+        ):
             ids = _fill(src)
             original = PostgresStore._copy_session_from
             calls = {"n": 0}
@@ -267,8 +279,13 @@ class TestCopy:
             assert report.skipped == 2 and report.copied == len(ids) - 2
             assert _snapshot(dst) == _snapshot(src)
 
-    def test_a_different_session_with_the_same_id_is_not_overwritten(self, tmp_path: Path, pg_url: str) -> None:
-        with Store(tmp_path / "a.db", counter="chars4") as src, Store(pg_url, counter="chars4") as dst:
+    def test_a_different_session_with_the_same_id_is_not_overwritten(
+        self, tmp_path: Path, pg_url: str
+    ) -> None:
+        with (
+            Store(tmp_path / "a.db", counter="chars4") as src,
+            Store(pg_url, counter="chars4") as dst,
+        ):
             s = src.create_session(id="same")
             src.append_message(s.id, user("source"))
             dst.create_session(id="same")
@@ -278,7 +295,10 @@ class TestCopy:
             assert [m["content"] for m in dst.context("same").messages] == ["other"]
 
     def test_counters_must_match(self, tmp_path: Path, pg_url: str) -> None:
-        with Store(tmp_path / "a.db", counter="chars4") as src, Store(pg_url, counter="cl100k_base") as dst:
+        with (
+            Store(tmp_path / "a.db", counter="chars4") as src,
+            Store(pg_url, counter="cl100k_base") as dst,
+        ):
             with pytest.raises(NexusError, match="counter"):
                 src.copy_to(dst)
 
@@ -288,19 +308,27 @@ class TestCopy:
             _fill(src)
             want = _snapshot(src)
         runner = CliRunner()
-        result = runner.invoke(cli, ["copy", "--from", str(db), "--to", pg_url, "--json"], catch_exceptions=False)
+        result = runner.invoke(
+            cli, ["copy", "--from", str(db), "--to", pg_url, "--json"], catch_exceptions=False
+        )
         assert result.exit_code == 0, result.output
         first = json.loads(result.output)
         assert first["copied"] == first["sessions"] > 0
-        result = runner.invoke(cli, ["copy", "--from", str(db), "--to", pg_url], catch_exceptions=False)
+        result = runner.invoke(
+            cli, ["copy", "--from", str(db), "--to", pg_url], catch_exceptions=False
+        )
         assert result.exit_code == 0 and "0 copied" in result.output
         back = tmp_path / "back.db"
-        result = runner.invoke(cli, ["copy", "--from", pg_url, "--to", str(back), "-q"], catch_exceptions=False)
+        result = runner.invoke(
+            cli, ["copy", "--from", pg_url, "--to", str(back), "-q"], catch_exceptions=False
+        )
         assert result.exit_code == 0, result.output
         with Store(back) as store:
             assert store.counter.name == "chars4"
             assert _snapshot(store) == want
-        result = runner.invoke(cli, ["copy", "--from", str(tmp_path / "missing.db"), "--to", pg_url])
+        result = runner.invoke(
+            cli, ["copy", "--from", str(tmp_path / "missing.db"), "--to", pg_url]
+        )
         assert result.exit_code == 1 and "no database" in result.output
 
 
@@ -313,7 +341,9 @@ class TestCli:
         assert runner.invoke(cli, ["--db", pg_url, "import", "--example", "-q"]).exit_code == 0
         listed = json.loads(runner.invoke(cli, ["--db", pg_url, "sessions", "--json"]).output)
         sid = listed[0]["id"]
-        shown = runner.invoke(cli, ["--db", pg_url, "context", "show", sid, "--json"], catch_exceptions=False)
+        shown = runner.invoke(
+            cli, ["--db", pg_url, "context", "show", sid, "--json"], catch_exceptions=False
+        )
         assert shown.exit_code == 0
         with Store(pg_url) as store:
             ctx = store.context(sid)
@@ -326,11 +356,25 @@ class TestCli:
     def test_sql_reads_and_refuses_writes(self, pg_url: str) -> None:
         runner = CliRunner()
         runner.invoke(cli, ["--db", pg_url, "import", "--example", "-q"])
-        result = runner.invoke(cli, ["--db", pg_url, "sql", "select count(*) as n from turns where kind = ?",
-                                     "-p", "message", "--json"], catch_exceptions=False)
+        result = runner.invoke(
+            cli,
+            [
+                "--db",
+                pg_url,
+                "sql",
+                "select count(*) as n from turns where kind = ?",
+                "-p",
+                "message",
+                "--json",
+            ],
+            catch_exceptions=False,
+        )
         assert result.exit_code == 0 and json.loads(result.output)[0]["n"] > 0
-        for statement in ["delete from turns", "with x as (delete from turns returning 1) select * from x",
-                          "select nextval(pg_get_serial_sequence('turns', 'id'))"]:
+        for statement in [
+            "delete from turns",
+            "with x as (delete from turns returning 1) select * from x",
+            "select nextval(pg_get_serial_sequence('turns', 'id'))",
+        ]:
             refused = runner.invoke(cli, ["--db", pg_url, "sql", statement])
             assert refused.exit_code == 1 and "read-only" in refused.output, statement
         with Store(pg_url) as store:
@@ -382,7 +426,11 @@ def test_sqlite_only_features_refuse_clearly(pg_url: str) -> None:
 
     with Store(pg_url, counter="chars4") as store:
         sid = store.create_session().id
-        for call in (lambda: store.search("x"), store.doctor, lambda: store.gc(sid),
-                     lambda: store.workspace(sid)):
+        for call in (
+            lambda: store.search("x"),
+            store.doctor,
+            lambda: store.gc(sid),
+            lambda: store.workspace(sid),
+        ):
             with pytest.raises(NexusError, match="not available on PostgreSQL yet"):
                 call()

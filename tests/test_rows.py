@@ -18,12 +18,28 @@ JSON = st.recursive(
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | ANY_TEXT,
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(ANY_TEXT, children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(ANY_TEXT, children, max_size=3)
+    ),
     max_leaves=8,
 )
 ENTRY_KEYS = [key for key, _, _ in TURN_FIELD_COLUMNS] + ["extraKey", "content", "message"]
-MESSAGE_KEYS = ["role", "content", "toolCallId", "toolName", "isError", "provider", "model", "api",
-                "stopReason", "timestamp", "usage", "output", "details", "weird"]
+MESSAGE_KEYS = [
+    "role",
+    "content",
+    "toolCallId",
+    "toolName",
+    "isError",
+    "provider",
+    "model",
+    "api",
+    "stopReason",
+    "timestamp",
+    "usage",
+    "output",
+    "details",
+    "weird",
+]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -33,19 +49,42 @@ def same(a: Any, b: Any) -> bool:
 
 @st.composite
 def odd_entries(draw: st.DrawFn) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["message", "custom_message", "compaction", "branch_summary",
-                                 "label", "model_change", "custom", "never_seen_before"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "message",
+                "custom_message",
+                "compaction",
+                "branch_summary",
+                "label",
+                "model_change",
+                "custom",
+                "never_seen_before",
+            ]
+        )
+    )
     entry: dict[str, Any] = {"type": kind, "id": "x1", "parentId": None}
     for key in draw(st.lists(st.sampled_from(ENTRY_KEYS), unique=True, max_size=6)):
         entry[key] = draw(JSON)
     if kind == "message" and draw(st.booleans()):
-        message = {k: draw(JSON) for k in draw(st.lists(st.sampled_from(MESSAGE_KEYS), unique=True, max_size=8))}
+        message = {
+            k: draw(JSON)
+            for k in draw(st.lists(st.sampled_from(MESSAGE_KEYS), unique=True, max_size=8))
+        }
         if draw(st.booleans()):
-            message["content"] = draw(st.sampled_from([
-                "plain", [{"type": "text", "text": "one block"}],
-                [{"type": "text", "text": "a"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}],
-                [{"type": "text", "text": "\ud800 lone"}],
-            ]))
+            message["content"] = draw(
+                st.sampled_from(
+                    [
+                        "plain",
+                        [{"type": "text", "text": "one block"}],
+                        [
+                            {"type": "text", "text": "a"},
+                            {"type": "image", "data": "AA==", "mimeType": "image/png"},
+                        ],
+                        [{"type": "text", "text": "\ud800 lone"}],
+                    ]
+                )
+            )
         if draw(st.booleans()):
             message["role"] = "bashExecution"
             message["output"] = draw(ANY_TEXT)
@@ -57,8 +96,9 @@ def odd_entries(draw: st.DrawFn) -> dict[str, Any]:
 @given(odd_entries())
 def test_any_entry_round_trips_exactly(entry: dict[str, Any]) -> None:
     with Store(memory=True, counter="chars4") as store:
-        sid, counts = store.ingest({"type": "session", "id": "s"}, [(1, entry, None)],
-                                   source_format="pi", source_id="s")
+        sid, counts = store.ingest(
+            {"type": "session", "id": "s"}, [(1, entry, None)], source_format="pi", source_id="s"
+        )
         assert counts.turns == 1
         (turn,) = store.iter_turns(sid)
         assert same(turn.entry, entry), (turn.entry, entry)

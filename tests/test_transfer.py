@@ -71,7 +71,9 @@ class TestCorpus:
                 assert again.turns == 0 and again.conflicts == 0, path.name
 
     @pytest.mark.parametrize("path", pi_files(), ids=lambda p: p.name)
-    def test_context_of_every_leaf_matches_pi_on_the_original_file(self, path: Path, store: Store) -> None:
+    def test_context_of_every_leaf_matches_pi_on_the_original_file(
+        self, path: Path, store: Store
+    ) -> None:
         (sid,) = store.import_jsonl(path)
         objects = raw_objects(path)
         header = objects[0] if objects and objects[0].get("type") == "session" else None
@@ -114,10 +116,20 @@ def _write(path: Path, header: dict[str, Any], entries: list[dict[str, Any]]) ->
             f.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
-HEADER = {"type": "session", "version": 3, "id": "gen", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "gen",
+    "timestamp": "2026-01-01T00:00:00.000Z",
+    "cwd": "/w",
+}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(trees())
 def test_round_trip_idempotence_and_growth(tmp_path: Path, entries: list[dict[str, Any]]) -> None:
     path = tmp_path / "gen.jsonl"
@@ -140,9 +152,18 @@ class TestAtomicity:
     def test_strict_stores_nothing_of_a_bad_file(self, tmp_path: Path, store: Store) -> None:
         path = tmp_path / "bad.jsonl"
         lines = [json.dumps(HEADER)]
-        lines += [json.dumps({"type": "message", "id": f"m{i}", "parentId": f"m{i-1}" if i else None,
-                              "timestamp": "2026-01-01T00:00:00.000Z",
-                              "message": {"role": "user", "content": "x"}}) for i in range(5)]
+        lines += [
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": f"m{i}",
+                    "parentId": f"m{i - 1}" if i else None,
+                    "timestamp": "2026-01-01T00:00:00.000Z",
+                    "message": {"role": "user", "content": "x"},
+                }
+            )
+            for i in range(5)
+        ]
         lines.insert(4, "{not json")
         path.write_text("\n".join(lines) + "\n")
         with pytest.raises(TranscriptError, match=r"bad.jsonl:5"):
@@ -154,10 +175,19 @@ class TestAtomicity:
         assert report.turns == 5 and report.skipped == 1
         assert report.problems[0]["line"] == 5 and report.problems[0]["kind"] == "bad_json"
 
-    def test_a_failing_entry_rolls_back_the_whole_file(self, tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_a_failing_entry_rolls_back_the_whole_file(
+        self, tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         path = tmp_path / "s.jsonl"
-        entries = [{"type": "message", "id": f"m{i}", "parentId": f"m{i-1}" if i else None,
-                    "message": {"role": "user", "content": "x"}} for i in range(50)]
+        entries = [
+            {
+                "type": "message",
+                "id": f"m{i}",
+                "parentId": f"m{i - 1}" if i else None,
+                "message": {"role": "user", "content": "x"},
+            }
+            for i in range(50)
+        ]
         _write(path, HEADER, entries)
         original = Store._turn_values
         calls = {"n": 0}
@@ -179,7 +209,14 @@ class TestAtomicity:
 def test_stdin_and_directories(tmp_path: Path, store: Store) -> None:
     folder = tmp_path / "sessions" / "project"
     folder.mkdir(parents=True)
-    entries = [{"type": "message", "id": "a", "parentId": None, "message": {"role": "user", "content": "hi"}}]
+    entries = [
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": None,
+            "message": {"role": "user", "content": "hi"},
+        }
+    ]
     _write(folder / "one.jsonl", {**HEADER, "id": "one"}, entries)
     _write(folder / "two.jsonl", {**HEADER, "id": "two"}, entries)
     report = store.import_paths([tmp_path / "sessions"])
@@ -192,8 +229,14 @@ def test_stdin_and_directories(tmp_path: Path, store: Store) -> None:
 def test_export_leaf_path_and_ndjson(store: Store) -> None:
     s = store.create_session(cwd="/x")
     a = store.append_message(s.id, {"role": "user", "content": "q", "timestamp": 1})
-    store.append_message(s.id, {"role": "assistant", "content": [{"type": "text", "text": "a1"}], "timestamp": 2})
-    b = store.append_message(s.id, {"role": "assistant", "content": [{"type": "text", "text": "a2"}], "timestamp": 3}, parent_id=a.id)
+    store.append_message(
+        s.id, {"role": "assistant", "content": [{"type": "text", "text": "a1"}], "timestamp": 2}
+    )
+    b = store.append_message(
+        s.id,
+        {"role": "assistant", "content": [{"type": "text", "text": "a2"}], "timestamp": 3},
+        parent_id=a.id,
+    )
     out = io.StringIO()
     store.export_jsonl(s.id, out, leaf_id=b.id)
     lines = [json.loads(x) for x in out.getvalue().split("\n") if x]
@@ -214,9 +257,18 @@ def test_import_memory_stays_flat(tmp_path: Path) -> None:
             f.write(json.dumps(HEADER) + "\n")
             prev = None
             for i in range(n):
-                e = {"type": "message", "id": f"{i:08x}", "parentId": prev,
-                     "message": {"role": "toolResult", "toolCallId": "c", "toolName": "read",
-                                 "content": [{"type": "text", "text": "z" * 1000}], "isError": False}}
+                e = {
+                    "type": "message",
+                    "id": f"{i:08x}",
+                    "parentId": prev,
+                    "message": {
+                        "role": "toolResult",
+                        "toolCallId": "c",
+                        "toolName": "read",
+                        "content": [{"type": "text", "text": "z" * 1000}],
+                        "isError": False,
+                    },
+                }
                 f.write(json.dumps(e) + "\n")
                 prev = e["id"]
         return path.stat().st_size

@@ -288,9 +288,7 @@ class _SeenIds:
     def __contains__(self, uid: str) -> bool:
         h = hash(uid)
         a, b = h & self._MASK, (h >> 24) & self._MASK
-        return bool(self.bits[a >> 3] & (1 << (a & 7))) and bool(
-            self.bits[b >> 3] & (1 << (b & 7))
-        )
+        return bool(self.bits[a >> 3] & (1 << (a & 7))) and bool(self.bits[b >> 3] & (1 << (b & 7)))
 
 
 class _Run:
