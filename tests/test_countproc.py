@@ -164,3 +164,44 @@ def test_a_helper_still_starting_is_not_waited_for() -> None:
     helper = CountingProcess("cl100k_base")
     helper.close()
     assert helper._proc.returncode == -9  # killed, not waited out
+
+
+def test_ctrl_c_mid_import_stores_nothing_and_ends_the_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = _messages(3_000)
+    path = tmp_path / "long.jsonl"
+    _write(path, messages)
+    helpers: list[CountingProcess] = []
+    real_init, real_ready = CountingProcess.__init__, CountingProcess.ready
+
+    def init(self: CountingProcess, name: str) -> None:
+        real_init(self, name)
+        helpers.append(self)
+
+    def waited(self: CountingProcess) -> bool:
+        if not self.failed:
+            _ready_with(real_ready, self)
+        return real_ready(self)
+
+    original = Store._turn_values
+    calls = {"n": 0}
+
+    def interrupted(self: Store, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2_500:
+            raise KeyboardInterrupt  # Ctrl-C while the helper is serving
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CountingProcess, "__init__", init)
+    monkeypatch.setattr(CountingProcess, "ready", waited)
+    monkeypatch.setattr(Store, "_turn_values", interrupted)
+    with Store(tmp_path / "d.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            store.import_paths([path])
+        assert store.conn.execute("select count(*) from turns").fetchone()[0] == 0
+        assert store.conn.execute(
+            "select count(*) from sqlite_master where name = 'messages_fts_after_insert'"
+        ).fetchone() == (1,)
+    (helper,) = helpers
+    assert helper._proc.poll() == 0  # ended at the end of its input, not left running
