@@ -7,6 +7,7 @@ import json
 import multiprocessing as mp
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,7 +128,7 @@ class TestConcurrency:
             assert [r.get(timeout=120) for r in results] == [0, 0, 0, 0]
         with Store(url) as store:
             assert isinstance(store, PostgresStore)
-            assert store.applied_migrations() == ["0001_initial"]
+            assert store.applied_migrations() == ["0001_initial", "0002_search"]
 
 
 def _open_and_count(url: str) -> int:
@@ -145,7 +146,7 @@ class TestOpening:
         with Store(pg_url) as store:
             assert store.counter.name == "chars4"
             assert store.get_session(sid).id == sid
-            assert store.applied_migrations() == ["0001_initial"]
+            assert store.applied_migrations() == ["0001_initial", "0002_search"]
         with pytest.raises(NexusError, match="chars4"):
             Store(pg_url, counter="cl100k_base")
 
@@ -427,10 +428,91 @@ def test_sqlite_only_features_refuse_clearly(pg_url: str) -> None:
     with Store(pg_url, counter="chars4") as store:
         sid = store.create_session().id
         for call in (
-            lambda: store.search("x"),
             store.doctor,
             lambda: store.gc(sid),
             lambda: store.workspace(sid),
         ):
             with pytest.raises(NexusError, match="not available on PostgreSQL yet"):
                 call()
+
+
+class TestSearch:
+    """Search on PostgreSQL: GIN indexes on tsvector, web-search query syntax."""
+
+    @pytest.fixture
+    def filled(self, pg_url: str) -> Iterator[tuple[Store, str, str]]:
+        with Store(pg_url, counter="chars4") as store:
+            a = store.create_session().id
+            b = store.create_session().id
+            first = store.append_message(a, user("please deploy the walrus service"))
+            store.append_message(
+                a,
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "walrus walrus walrus: deployed"}],
+                    "timestamp": 0,
+                },
+            )
+            store.append_message(
+                a,
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c1",
+                    "toolName": "bash",
+                    "content": [{"type": "text", "text": "walrus: permission denied"}],
+                    "isError": True,
+                    "timestamp": 0,
+                },
+            )
+            store.append_compaction(a, "Goal: deploy the walrus. Done: build.", first.id, 100)
+            store.append_message(b, user("one walrus among many other words in session b"))
+            yield store, a, b
+
+    def test_messages_and_summaries_best_first(self, filled: tuple[Store, str, str]) -> None:
+        store, a, b = filled
+        hits = store.search("walrus")
+        assert len(hits) == 5
+        assert hits[0].snippet.count("[walrus]") == 3  # the densest match ranks first
+        assert [h.rank for h in hits] == sorted(h.rank for h in hits)
+        assert {h.session_id for h in hits} == {a, b}
+        (summary,) = [h for h in hits if h.kind == "compaction"]
+        assert summary.role == "compactionSummary" and summary.message_index is None
+
+    def test_filters(self, filled: tuple[Store, str, str]) -> None:
+        store, _, b = filled
+        assert {h.session_id for h in store.search("walrus", session=b)} == {b}
+        (hit,) = store.search("walrus", tool="bash")
+        assert hit.role == "toolResult" and hit.tool_name == "bash"
+        assert hit.snippet == "[walrus]: permission denied"
+        assert [h.kind for h in store.search("walrus", role="compactionSummary")] == ["compaction"]
+        assert len(store.search("walrus", role="user")) == 2
+        assert len(store.search("walrus", limit=2)) == 2
+
+    def test_web_search_syntax_and_literal(self, filled: tuple[Store, str, str]) -> None:
+        store, _, _ = filled
+        assert len(store.search('"permission denied"')) == 1
+        # -word excludes: only the assistant's message says "deployed" (no stemming:
+        # "deploy" in the first message and the summary is another word)
+        assert len(store.search("walrus -deployed")) == 4
+        assert len(store.search("permission or service")) == 2
+        assert len(store.search("permission denied", literal=True)) == 1
+        (hit,) = store.search("permission", markers=("<b>", "</b>"), snippet_tokens=3)
+        assert "<b>permission</b>" in hit.snippet
+        assert store.search("narwhal") == []
+
+    def test_errors_are_clear(self, filled: tuple[Store, str, str]) -> None:
+        from nexus_store import InvalidQuery, SessionNotFound
+
+        store, _, _ = filled
+        with pytest.raises(InvalidQuery, match="empty"):
+            store.search("   ")
+        with pytest.raises(SessionNotFound):
+            store.search("walrus", session="no-such-session")
+        with pytest.raises(InvalidQuery, match="marker"):
+            store.search("walrus", markers=('"', '"'))
+
+    def test_cli_search_on_a_url(self, filled: tuple[Store, str, str], pg_url: str) -> None:
+        result = CliRunner().invoke(cli, ["--db", pg_url, "search", "permission", "--json"])
+        assert result.exit_code == 0, result.output
+        (hit,) = json.loads(result.output)
+        assert hit["tool_name"] == "bash"

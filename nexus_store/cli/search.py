@@ -41,6 +41,8 @@ def search(
     QUERY is FTS5 syntax: words (all must match), "a phrase", OR, NOT,
     prefix*, NEAR(a b). Hits are BM25-ranked, best first; rank is lower for
     a better match. Matches in the snippet are wrapped in [brackets].
+    On a PostgreSQL database QUERY is web-search syntax instead: words,
+    "a phrase", or, -word (no prefixes), ranked by ts_rank_cd.
 
     \b
     Example:

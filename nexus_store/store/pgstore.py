@@ -25,9 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from nexus_store.errors import NexusError, SchemaOutOfDate, StoreOpenError
+from nexus_store.errors import InvalidQuery, NexusError, SchemaOutOfDate, StoreOpenError
 from nexus_store.store.core import Store
 from nexus_store.store.pg import PgConnection, connect, redact
+from nexus_store.store.search import PG_SEARCH_MESSAGES_SQL, PG_SEARCH_SUMMARIES_SQL
 from nexus_store.tokens import TokenCounter
 
 __all__ = ["PostgresStore", "pg_schema_files"]
@@ -234,9 +235,17 @@ class PostgresStore(Store):
         self.conn.execute("select id from sessions where id = ? for no key update", [key])
         return key, uid
 
+    # -- search (SearchMixin.search, with PostgreSQL's text search underneath) ------------
+
+    def _message_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(PG_SEARCH_MESSAGES_SQL, _pg_search_params(params)).fetchall()
+
+    def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(PG_SEARCH_SUMMARIES_SQL, _pg_search_params(params)).fetchall()
+
     # -- not on PostgreSQL yet ----------------------------------------------------------
-    # Search (FTS5), workspace records and doctor/gc (SQLite pragmas, VACUUM) have no
-    # PostgreSQL port yet: they refuse with one clear line instead of a SQL error.
+    # Workspace records and doctor/gc (SQLite pragmas, VACUUM) have no PostgreSQL port
+    # yet: they refuse with one clear line instead of a SQL error.
 
     def _not_yet(self, what: str) -> NexusError:
         return NexusError(
@@ -245,12 +254,8 @@ class PostgresStore(Store):
         )
 
     def _bulk_index_begin(self) -> None:
-        """No search index on PostgreSQL yet: nothing to pause."""
+        """PostgreSQL's search indexes are GIN indexes on expressions: nothing to pause."""
         return None
-
-    def search(self, *args: Any, **kwargs: Any) -> Any:
-        """Not on PostgreSQL yet (full-text search is SQLite FTS5)."""
-        raise self._not_yet("search")
 
     def record_workspace(self, *args: Any, **kwargs: Any) -> Any:
         """Not on PostgreSQL yet."""
@@ -277,3 +282,19 @@ def _utc_now() -> str:
     from nexus_store.store.core import utc_now
 
     return utc_now()
+
+
+def _pg_search_params(params: dict[str, Any]) -> dict[str, Any]:
+    """SearchMixin's parameters, with the snippet's markers and length for ts_headline."""
+    for marker in (params["open"], params["close"]):
+        if '"' in marker or "," in marker:
+            raise InvalidQuery(
+                f"snippet marker {marker!r} holds a double quote or a comma, which "
+                "PostgreSQL's ts_headline options cannot carry; choose another marker"
+            )
+    words = max(2, int(params["tokens"]))
+    headline = (
+        f'StartSel="{params["open"]}", StopSel="{params["close"]}", '
+        f"MaxWords={words}, MinWords={max(1, words // 2)}, ShortWord=0"
+    )
+    return {**params, "headline": headline}

@@ -59,6 +59,43 @@ order by summaries_fts.rank
 limit :limit
 """
 
+# PostgreSQL (schema/postgres/0002_search.sql): the same two searches over GIN indexes
+# on tsvector expressions. The query is web-search syntax (websearch_to_tsquery); the
+# rank is ts_rank_cd negated, so that lower is better as with FTS5; ts_headline makes
+# the snippet, with the markers and length in :headline.
+PG_SEARCH_MESSAGES_SQL = """
+select s.uid, t.uid, t.kind, m.role, m.tool_name, m.idx,
+       ts_headline('simple', m.text, q.query, :headline),
+       -ts_rank_cd(to_tsvector('simple', coalesce(m.text, '')), q.query)
+from (select websearch_to_tsquery('simple', :query) as query) q
+cross join messages m
+join turns t on t.id = m.turn_id
+join sessions s on s.id = t.session_id
+where to_tsvector('simple', coalesce(m.text, '')) @@ q.query
+  and (:session::bigint is null or t.session_id = :session::bigint)
+  and (:role::text is null or m.role = :role::text)
+  and (:tool::text is null or m.tool_name = :tool::text)
+order by 8, m.id
+limit :limit
+"""
+
+PG_SEARCH_SUMMARIES_SQL = """
+select s.uid, t.uid, t.kind,
+       case t.kind when 'compaction' then 'compactionSummary'
+                   when 'branch_summary' then 'branchSummary' end,
+       ts_headline('simple', t.summary, q.query, :headline),
+       -ts_rank_cd(to_tsvector('simple', t.summary), q.query)
+from (select websearch_to_tsquery('simple', :query) as query) q
+cross join turns t
+join sessions s on s.id = t.session_id
+where t.summary is not null
+  and to_tsvector('simple', t.summary) @@ q.query
+  and (:session::bigint is null or t.session_id = :session::bigint)
+  and (:kind::text is null or t.kind = :kind::text)
+order by 6, t.id
+limit :limit
+"""
+
 # The smallest and largest key of a session's messages, and of its turns. A session's
 # rows are mostly one contiguous key range (one writer at a time), so bounding the FTS
 # rowid lets FTS5 rank only that range: a search in one session of a large database
@@ -187,7 +224,8 @@ class SearchMixin:
 
         Args:
             query: An FTS5 query: words (all must match), ``"a phrase"``, ``OR``,
-                ``NOT``, ``prefix*``, ``NEAR(a b)``.
+                ``NOT``, ``prefix*``, ``NEAR(a b)``. On PostgreSQL, web-search syntax
+                (words, ``"a phrase"``, ``or``, ``-word``), ranked by ``ts_rank_cd``.
             session: Only this session (its id).
             role: Only messages with this role (``user``, ``assistant``,
                 ``toolResult``, ...; ``compactionSummary`` or ``branchSummary`` for
@@ -232,12 +270,8 @@ class SearchMixin:
             "tokens": snippet_tokens,
             "limit": limit,
         }
-        bounds = _ALL_ROWIDS
-        if session_key is not None:
-            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [session_key]).fetchone()
         hits: list[SearchHit] = []
-        message_params = {**params, "role": role, "tool": tool, "lo": bounds[0], "hi": bounds[1]}
-        for row in self._fts_rows(SEARCH_MESSAGES_SQL, message_params):
+        for row in self._message_matches({**params, "role": role, "tool": tool}):
             hits.append(
                 SearchHit(
                     session_id=row[0],
@@ -253,11 +287,7 @@ class SearchMixin:
         summary_kinds = {v: k for k, v in SUMMARY_ROLES.items()}
         if tool is None and (role is None or role in summary_kinds):
             kind = None if role is None else summary_kinds[role]
-            bounds = _ALL_ROWIDS
-            if session_key is not None:
-                bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [session_key]).fetchone()
-            summary_params = {**params, "kind": kind, "lo": bounds[0], "hi": bounds[1]}
-            for row in self._fts_rows(SEARCH_SUMMARIES_SQL, summary_params):
+            for row in self._summary_matches({**params, "kind": kind}):
                 hits.append(
                     SearchHit(
                         session_id=row[0],
@@ -272,6 +302,20 @@ class SearchMixin:
                 )
         hits.sort(key=lambda hit: hit.rank)  # stable: messages before summaries on ties
         return hits[:limit]
+
+    def _message_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Rows of SEARCH_MESSAGES_SQL (the PostgreSQL store has its own)."""
+        bounds = _ALL_ROWIDS
+        if params["session"] is not None:
+            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
+        return self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+
+    def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Rows of SEARCH_SUMMARIES_SQL (the PostgreSQL store has its own)."""
+        bounds = _ALL_ROWIDS
+        if params["session"] is not None:
+            bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
+        return self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
 
     def _fts_rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         try:
