@@ -516,3 +516,18 @@ class TestSearch:
         assert result.exit_code == 0, result.output
         (hit,) = json.loads(result.output)
         assert hit["tool_name"] == "bash"
+
+
+@pytest.mark.parametrize("query", ["a\x00b", "lone \ud800 surrogate"])
+def test_a_query_no_index_can_hold_is_one_clear_error_on_both_backends(
+    pg_url: str, tmp_path: Path, query: str
+) -> None:
+    from nexus_store import InvalidQuery
+
+    for target in (pg_url, str(tmp_path / "s.db")):
+        with Store(target, counter="chars4") as store:
+            s = store.create_session().id
+            store.append_message(s, user("some text"))
+            with pytest.raises(InvalidQuery, match="NUL or a lone surrogate"):
+                store.search(query)
+            assert len(store.search("text")) == 1  # the store is still usable

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import InvalidQuery
+from nexus_store.rows import is_storable_text
 
 __all__ = ["SUMMARY_ROLES", "SearchHit", "SearchMixin", "literal_query"]
 
@@ -257,6 +258,11 @@ class SearchMixin:
             raise InvalidQuery(f"limit must be at least 1, not {limit}")
         if not 1 <= snippet_tokens <= 64:
             raise InvalidQuery(f"snippet_tokens must be between 1 and 64, not {snippet_tokens}")
+        if not all(is_storable_text(text) for text in (query, *markers)):
+            raise InvalidQuery(
+                f"the search query {query!r} or a snippet marker holds a NUL or a lone "
+                "surrogate, which no text index holds"
+            )
         if literal:
             query = literal_query(query)
         elif not query.strip():
