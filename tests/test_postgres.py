@@ -128,7 +128,7 @@ class TestConcurrency:
             assert [r.get(timeout=120) for r in results] == [0, 0, 0, 0]
         with Store(url) as store:
             assert isinstance(store, PostgresStore)
-            assert store.applied_migrations() == ["0001_initial", "0002_search"]
+            assert store.applied_migrations() == ["0001_initial", "0002_search", "0003_workspace"]
 
 
 def _open_and_count(url: str) -> int:
@@ -146,7 +146,7 @@ class TestOpening:
         with Store(pg_url) as store:
             assert store.counter.name == "chars4"
             assert store.get_session(sid).id == sid
-            assert store.applied_migrations() == ["0001_initial", "0002_search"]
+            assert store.applied_migrations() == ["0001_initial", "0002_search", "0003_workspace"]
         with pytest.raises(NexusError, match="chars4"):
             Store(pg_url, counter="cl100k_base")
 
@@ -430,7 +430,6 @@ def test_sqlite_only_features_refuse_clearly(pg_url: str) -> None:
         for call in (
             store.doctor,
             lambda: store.gc(sid),
-            lambda: store.workspace(sid),
         ):
             with pytest.raises(NexusError, match="not available on PostgreSQL yet"):
                 call()

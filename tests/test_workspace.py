@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nexus_store import SessionNotFound, Store
+from nexus_store import InvalidEntry, SessionNotFound, Store
 from nexus_store.workspace import (
     DEFAULT_MAX_CHARS,
     TRUNCATION_MARKER,
@@ -19,6 +20,9 @@ from nexus_store.workspace import (
     system_prompt_addition,
     trim_content,
 )
+from tests.test_conformance import BACKENDS, open_backend
+
+pytest_plugins = ["tests.pg_server"]
 
 
 class TestTruncation:
@@ -147,6 +151,35 @@ class TestSystemPromptAddition:
 
 
 class TestRecording:
+    """On both backends (the PostgreSQL tables are schema/postgres/0003_workspace.sql)."""
+
+    @pytest.fixture(params=BACKENDS)
+    def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+        opened = open_backend(request.param, request, tmp_path)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+    def test_text_no_backend_holds_is_refused_and_nothing_recorded(self, store: Store) -> None:
+        s = store.create_session().id
+        good = make_workspace_file("AGENTS.md", "rules")
+        bad = make_workspace_file("SOUL.md", "x\ud800y")
+        with pytest.raises(InvalidEntry, match=r"SOUL\.md.*lone surrogate"):
+            store.record_workspace(s, [good, bad])
+        assert store.workspace(s) == []
+
+    def test_nul_is_kept_by_sqlite_and_refused_by_postgresql(self, store: Store) -> None:
+        s = store.create_session().id
+        files = [make_workspace_file("AGENTS.md", "a\x00b")]
+        if store.conn.__class__.__name__ == "PgConnection":
+            with pytest.raises(InvalidEntry, match="NUL"):
+                store.record_workspace(s, files)
+            assert store.workspace(s) == []
+        else:
+            store.record_workspace(s, files)
+            assert store.workspace(s) == files
+
     def test_round_trip(self, store: Store) -> None:
         s = store.create_session().id
         files = [

@@ -25,11 +25,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from nexus_store.errors import InvalidQuery, NexusError, SchemaOutOfDate, StoreOpenError
+from nexus_store.errors import (
+    InvalidEntry,
+    InvalidQuery,
+    NexusError,
+    SchemaOutOfDate,
+    StoreOpenError,
+)
 from nexus_store.store.core import Store
 from nexus_store.store.pg import PgConnection, connect, redact
 from nexus_store.store.search import PG_SEARCH_MESSAGES_SQL, PG_SEARCH_SUMMARIES_SQL
 from nexus_store.tokens import TokenCounter
+from nexus_store.workspace import WorkspaceFile
 
 __all__ = ["PostgresStore", "pg_schema_files"]
 
@@ -243,9 +250,20 @@ class PostgresStore(Store):
     def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return self.conn.execute(PG_SEARCH_SUMMARIES_SQL, _pg_search_params(params)).fetchall()
 
+    # -- workspace records (WorkspaceMixin, schema/postgres/0003_workspace.sql) -----------
+
+    def _check_workspace_text(self, file: WorkspaceFile) -> None:
+        super()._check_workspace_text(file)
+        for what, text in (("path", file.path), ("content", file.content)):
+            if "\x00" in text:
+                raise InvalidEntry(
+                    f"workspace file {file.path!r}: its {what} holds a NUL character, which "
+                    "PostgreSQL text cannot store (SQLite can); nothing recorded"
+                )
+
     # -- not on PostgreSQL yet ----------------------------------------------------------
-    # Workspace records and doctor/gc (SQLite pragmas, VACUUM) have no PostgreSQL port
-    # yet: they refuse with one clear line instead of a SQL error.
+    # doctor/gc (SQLite pragmas, VACUUM) have no PostgreSQL port yet: they refuse with
+    # one clear line instead of a SQL error.
 
     def _not_yet(self, what: str) -> NexusError:
         return NexusError(
@@ -256,18 +274,6 @@ class PostgresStore(Store):
     def _bulk_index_begin(self) -> None:
         """PostgreSQL's search indexes are GIN indexes on expressions: nothing to pause."""
         return None
-
-    def record_workspace(self, *args: Any, **kwargs: Any) -> Any:
-        """Not on PostgreSQL yet."""
-        raise self._not_yet("workspace records")
-
-    def workspace(self, *args: Any, **kwargs: Any) -> Any:
-        """Not on PostgreSQL yet."""
-        raise self._not_yet("workspace records")
-
-    def iter_workspace_loads(self, *args: Any, **kwargs: Any) -> Any:
-        """Not on PostgreSQL yet."""
-        raise self._not_yet("workspace records")
 
     def doctor(self, *args: Any, **kwargs: Any) -> Any:
         """Not on PostgreSQL yet (use the server's own checks, e.g. amcheck)."""

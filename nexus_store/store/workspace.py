@@ -10,13 +10,17 @@ add rows.
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from nexus_store.errors import InvalidEntry
 from nexus_store.workspace import WorkspaceFile, sha256_text
 
 __all__ = ["WorkspaceMixin"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # The files of one load of a session, in prompt order.
 WORKSPACE_LOAD_SQL = """
@@ -73,6 +77,8 @@ class WorkspaceMixin:
         """
         from nexus_store.store.core import utc_now
 
+        for file in files:
+            self._check_workspace_text(file)
         if not files:
             self._session_row(session_id)
             return 0
@@ -109,6 +115,15 @@ class WorkspaceMixin:
                     },
                 )
             return load
+
+    def _check_workspace_text(self, file: WorkspaceFile) -> None:
+        """Refuse text no backend can store (PostgreSQL adds NUL to this)."""
+        for what, text in (("path", file.path), ("content", file.content)):
+            if _SURROGATE.search(text):
+                raise InvalidEntry(
+                    f"workspace file {file.path!r}: its {what} holds a lone surrogate (not "
+                    "text); decode the file with errors='replace'; nothing recorded"
+                )
 
     def workspace(self, session_id: str, *, load: int | None = None) -> list[WorkspaceFile]:
         """Return the bootstrap files recorded for a session, in prompt order.
