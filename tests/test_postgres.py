@@ -427,12 +427,8 @@ def test_sqlite_only_features_refuse_clearly(pg_url: str) -> None:
 
     with Store(pg_url, counter="chars4") as store:
         sid = store.create_session().id
-        for call in (
-            store.doctor,
-            lambda: store.gc(sid),
-        ):
-            with pytest.raises(NexusError, match="not available on PostgreSQL yet"):
-                call()
+        with pytest.raises(NexusError, match="not available on PostgreSQL yet"):
+            store.gc(sid)
 
 
 class TestSearch:
@@ -530,3 +526,35 @@ def test_a_query_no_index_can_hold_is_one_clear_error_on_both_backends(
             with pytest.raises(InvalidQuery, match="NUL or a lone surrogate"):
                 store.search(query)
             assert len(store.search("text")) == 1  # the store is still usable
+
+
+class TestDoctor:
+    """doctor on PostgreSQL: the store's own checks (the server checks its files)."""
+
+    def test_finds_and_repairs_path_values(self, pg_url: str) -> None:
+        with Store(pg_url, counter="chars4") as store:
+            s = store.create_session().id
+            store.append_message(s, user("hello world"))
+            second = store.append_message(s, user("more words here"))
+            store.append_message(s, user("and a third"))
+            before = store.context(s)
+            clean = store.doctor()
+            assert clean.ok and clean.turns_checked == 3 and clean.wal_bytes is None
+            store.conn.execute(
+                "update turns set path_tokens = path_tokens + 7 where uid = ?", [second.id]
+            )
+            found = store.doctor()
+            assert not found.ok
+            # the damaged turn, and its child (whose values follow from the parent's)
+            assert second.id in {f.turn for f in found.findings if f.check == "path_values"}
+            fixed = store.doctor(fix=True)
+            assert fixed.ok and fixed.actions
+            assert store.doctor().ok
+            assert store.context(s) == before
+
+    def test_cli_doctor_on_a_url(self, pg_url: str) -> None:
+        with Store(pg_url, counter="chars4") as store:
+            store.append_message(store.create_session().id, user("hi"))
+        result = CliRunner().invoke(cli, ["--db", pg_url, "doctor", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["ok"] is True

@@ -27,6 +27,8 @@ def doctor(ctx: click.Context, fix: bool, wal_limit: int, as_json: bool) -> None
     reversible: path values recomputed from the parents, a bad active leaf
     moved to the session's latest turn, the WAL checkpointed, file modes set
     to 600. Entries are never changed. Exits 1 while a problem is left.
+    On PostgreSQL it checks path values and active leaves; the server
+    enforces links and checks its own files.
 
     \b
     Example:

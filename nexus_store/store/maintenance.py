@@ -33,7 +33,8 @@ DEFAULT_WAL_LIMIT = 64 * 1024 * 1024
 
 # Each turn's stored path values beside the values an append would compute from its
 # parent's stored values (see Store._insert_turn). Turns changed by gc (a "gc" note in
-# source_patch_json) are baselines: their own values are not recomputed.
+# source_patch_json, the last column) are baselines: their own values are not checked
+# (the note is read in Python, so the query runs unchanged on PostgreSQL).
 PATH_CHECK_SQL = """
 select s.id, s.uid, t.id, t.uid, t.kind, t.seq, t.tokens,
        t.depth, t.path_tokens, t.context_tokens, t.compaction_id, t.compaction_count,
@@ -50,13 +51,13 @@ select s.id, s.uid, t.id, t.uid, t.kind, t.seq, t.tokens,
             else coalesce(p.compaction_count, 0) end,
        case when p.seq = t.seq - 1 then p.run_start_seq else t.seq end,
        case when p.seq = t.seq - 1 then p.run_parent_id else p.id end,
-       (select sum(m.tokens) from messages m where m.turn_id = t.id)
+       (select sum(m.tokens) from messages m where m.turn_id = t.id),
+       t.source_patch_json
 from turns t
 join sessions s on s.id = t.session_id
 left join turns p on p.id = t.parent_id
 left join turns k on k.id = t.first_kept_turn_id
-where json_extract(coalesce(t.source_patch_json, '{}'), '$.gc') is null
-  and (:session is null or t.session_id = :session)
+where (cast(:session as bigint) is null or t.session_id = :session)
 order by t.session_id, t.seq
 """
 
@@ -188,34 +189,7 @@ class MaintenanceMixin(RetentionMixin):
 
     def _diagnose(self, wal_limit: int) -> tuple[list[DoctorFinding], int, int | None]:
         found: list[DoctorFinding] = []
-        try:
-            rows = [r[0] for r in self.conn.execute("pragma integrity_check").fetchall()]
-        except sqlite3.DatabaseError as err:
-            rows = [str(err)]
-        if rows != ["ok"]:
-            for text in rows[:20]:
-                found.append(
-                    DoctorFinding(
-                        check="integrity",
-                        severity="error",
-                        message=f"integrity_check: {text}; restore from a backup or run "
-                        "sqlite3's .recover into a new file",
-                    )
-                )
-        try:
-            fk_rows = self.conn.execute("pragma foreign_key_check").fetchall()
-        except sqlite3.DatabaseError as err:
-            fk_rows = []
-            found.append(DoctorFinding(check="foreign_key", severity="error", message=str(err)))
-        for table, rowid, parent, _fkid in fk_rows[:100]:
-            found.append(
-                DoctorFinding(
-                    check="foreign_key",
-                    severity="error",
-                    message=f"{table} row {rowid} points at a missing {parent} row",
-                    turn=f"{table}:{rowid}",
-                )
-            )
+        self._check_storage(found)
         checked = 0
         try:
             checked = self._check_path_values(found)
@@ -253,9 +227,46 @@ class MaintenanceMixin(RetentionMixin):
                     )
         return found, checked, wal_bytes
 
+    def _check_storage(self, found: list[DoctorFinding]) -> None:
+        """SQLite's own checks: the file's integrity and its foreign keys.
+
+        (PostgreSQL enforces foreign keys on every write and checks its files itself;
+        its store has nothing to add here.)
+        """
+        try:
+            rows = [r[0] for r in self.conn.execute("pragma integrity_check").fetchall()]
+        except sqlite3.DatabaseError as err:
+            rows = [str(err)]
+        if rows != ["ok"]:
+            for text in rows[:20]:
+                found.append(
+                    DoctorFinding(
+                        check="integrity",
+                        severity="error",
+                        message=f"integrity_check: {text}; restore from a backup or run "
+                        "sqlite3's .recover into a new file",
+                    )
+                )
+        try:
+            fk_rows = self.conn.execute("pragma foreign_key_check").fetchall()
+        except sqlite3.DatabaseError as err:
+            fk_rows = []
+            found.append(DoctorFinding(check="foreign_key", severity="error", message=str(err)))
+        for table, rowid, parent, _fkid in fk_rows[:100]:
+            found.append(
+                DoctorFinding(
+                    check="foreign_key",
+                    severity="error",
+                    message=f"{table} row {rowid} points at a missing {parent} row",
+                    turn=f"{table}:{rowid}",
+                )
+            )
+
     def _check_path_values(self, found: list[DoctorFinding]) -> int:
         checked = 0
         for row in self.conn.execute(PATH_CHECK_SQL, {"session": None}):
+            if _gc_baseline(row[22]):
+                continue
             checked += 1
             stored, expected = row[7:14], row[14:21]
             wrong = [
@@ -358,7 +369,7 @@ class MaintenanceMixin(RetentionMixin):
         for key, parent_key, kind, seq, tokens, kept_key, patch, *stored, kept_kind in rows:
             # fields: depth, path_tokens, context_tokens, compaction_id, compaction_count,
             # run_start_seq, run_parent_id, seq
-            if patch and "gc" in json.loads(patch):
+            if _gc_baseline(patch):
                 values[key] = [*stored, seq]
                 continue
             p = values.get(parent_key) if parent_key is not None else None
@@ -397,6 +408,11 @@ class MaintenanceMixin(RetentionMixin):
 
     def _tokens_of(self, key: int) -> int:
         return int(self.conn.execute("select tokens from turns where id = ?", [key]).fetchone()[0])
+
+
+def _gc_baseline(patch: str | None) -> bool:
+    """Whether a turn's source_patch_json carries gc's note (its values are a baseline)."""
+    return patch is not None and '"gc"' in patch and "gc" in json.loads(patch)
 
 
 def _key(finding: DoctorFinding) -> tuple[str, str | None, str | None]:

@@ -261,9 +261,17 @@ class PostgresStore(Store):
                     "PostgreSQL text cannot store (SQLite can); nothing recorded"
                 )
 
+    # -- doctor (MaintenanceMixin): the store's own checks; the server checks its files ---
+
+    def _check_storage(self, found: list[Any]) -> None:
+        """Add nothing: the server enforces foreign keys and checks its own files.
+
+        (amcheck and pg_checksums are the tools for the files.)
+        """
+
     # -- not on PostgreSQL yet ----------------------------------------------------------
-    # doctor/gc (SQLite pragmas, VACUUM) have no PostgreSQL port yet: they refuse with
-    # one clear line instead of a SQL error.
+    # gc (SQLite's deferred foreign keys, VACUUM) has no PostgreSQL port yet: it refuses
+    # with one clear line instead of a SQL error.
 
     def _not_yet(self, what: str) -> NexusError:
         return NexusError(
@@ -274,10 +282,6 @@ class PostgresStore(Store):
     def _bulk_index_begin(self) -> None:
         """PostgreSQL's search indexes are GIN indexes on expressions: nothing to pause."""
         return None
-
-    def doctor(self, *args: Any, **kwargs: Any) -> Any:
-        """Not on PostgreSQL yet (use the server's own checks, e.g. amcheck)."""
-        raise self._not_yet("doctor")
 
     def gc(self, *args: Any, **kwargs: Any) -> Any:
         """Not on PostgreSQL yet."""
