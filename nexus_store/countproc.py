@@ -147,12 +147,11 @@ class CountingProcess:
 
 def main() -> None:
     """Serve counting requests on stdin/stdout until end of input."""
-    from nexus_store.tokens import get_counter
+    from nexus_store.tokens import count_payloads, get_counter
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     counter = get_counter(sys.argv[1])
     counter.count(["ready"])  # load the encoder before saying so
-    batch = getattr(counter, "count_batch", None)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     out.write(_READY)
     out.flush()
@@ -162,11 +161,7 @@ def main() -> None:
             return
         (size,) = _LENGTH.unpack(head)
         payloads = marshal.loads(inp.read(size))
-        if batch is not None:
-            counts = batch(payloads)
-        else:
-            counts = [counter.count(t, i) if (t or i) else 0 for t, i in payloads]
-        data = marshal.dumps(counts)
+        data = marshal.dumps(count_payloads(counter, payloads))
         out.write(_LENGTH.pack(len(data)))
         out.write(data)
         out.flush()

@@ -16,19 +16,33 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "has_lone_surrogate", "has_long_number", "loads"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # orjson reads integers beyond 64 bits as floats (silently): any run of 19 digits
 # sends the text to the standard library, which keeps them exact.
 _LONG_NUMBER = re.compile(r"\d{19}")
-_LONG_NUMBER_BYTES = re.compile(rb"\d{19}")
+# For bytes: digits map to b"0", everything else to a space, then one substring
+# search (two C passes, about six times faster than the regex on a transcript line).
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def has_long_number(data: str | bytes) -> bool:
+    """Whether ``data`` holds 19 digits in a row (maybe an integer orjson reads as a float)."""
+    if isinstance(data, bytes):
+        return _LONG_RUN in data.translate(_DIGITS)
+    return _LONG_NUMBER.search(data) is not None
+
+
+def has_lone_surrogate(text: str) -> bool:
+    r"""Whether ``text`` holds a lone surrogate (from a ``\ud800`` escape: not UTF-8)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def loads(data: str | bytes) -> Any:
     """Parse JSON text (str or UTF-8 bytes) like ``json.loads``."""
-    long = (_LONG_NUMBER_BYTES if isinstance(data, bytes) else _LONG_NUMBER).search(data)  # type: ignore[arg-type]
-    if long is None:
+    if not has_long_number(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -42,6 +56,6 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:  # a lone surrogate, an int beyond 64 bits, or a non-JSON value
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        if _SURROGATE.search(text):
+        if has_lone_surrogate(text):
             text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
         return text

@@ -244,26 +244,12 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(MESSAGE_COLUMNS)
     row["tokens"] = tokens
     rest: dict[str, Any] = {}
-    # One pass over the message's own keys (a message has a handful; the field
-    # table has nine): a field that fits its column goes there, the rest stays.
-    for key, value in message.items():
+    for key, value in message.items():  # one pass over the message's own keys
         spec = _MESSAGE_FIELD_BY_KEY.get(key)
-        if spec is None:
+        if spec is not None and _fits(value, spec[1]):
+            row[spec[0]] = _column_value(value, spec[1])
+        else:
             rest[key] = value
-            continue
-        column, kind = spec
-        if kind == "str":
-            if type(value) is str and is_storable_text(value):
-                row[column] = value
-                continue
-        elif kind == "int":
-            if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
-                row[column] = value
-                continue
-        elif type(value) is bool:  # kind == "bool"
-            row[column] = 1 if value else 0
-            continue
-        rest[key] = value
     if "content" in rest:
         content = rest.pop("content")
         if type(content) is str and is_storable_text(content):

@@ -92,14 +92,31 @@ def test_the_helper_counts_exactly_as_in_process() -> None:
     assert helper._proc.returncode == 0  # it ended at the end of its input
 
 
-def test_a_long_import_stores_the_same_counts(tmp_path: Path) -> None:
-    messages = _messages(3_000)  # six batches: the helper takes over once ready
+def test_a_long_import_stores_the_same_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = _messages(3_000)  # six batches: the helper counts from the second on
     path = tmp_path / "long.jsonl"
     _write(path, messages)
+    real_ready, real_count = CountingProcess.ready, CountingProcess.count
+    through_helper: list[int] = []
+
+    def waited(self: CountingProcess) -> bool:  # the helper is used as soon as it starts
+        if not self.failed:
+            _ready_with(real_ready, self)
+        return real_ready(self)
+
+    def counted(self: CountingProcess, payloads: Any) -> list[int]:
+        through_helper.append(len(payloads))
+        return real_count(self, payloads)
+
+    monkeypatch.setattr(CountingProcess, "ready", waited)
+    monkeypatch.setattr(CountingProcess, "count", counted)
     counter = Cl100kCounter()
     with Store(tmp_path / "a.db") as store:
         store.import_paths([path])
         assert _stored_tokens(store) == [message_tokens(counter, m) for m in messages]
+    assert through_helper == [500] * 5  # every batch after the first, by the helper
 
 
 def test_a_helper_that_dies_mid_import_costs_nothing(

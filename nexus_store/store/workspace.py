@@ -10,17 +10,15 @@ add rows.
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nexus_store.errors import InvalidEntry
+from nexus_store.jsoncodec import has_lone_surrogate
 from nexus_store.workspace import WorkspaceFile, sha256_text
 
 __all__ = ["WorkspaceMixin"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # The files of one load of a session, in prompt order.
 WORKSPACE_LOAD_SQL = """
@@ -119,7 +117,7 @@ class WorkspaceMixin:
     def _check_workspace_text(self, file: WorkspaceFile) -> None:
         """Refuse text no backend can store (PostgreSQL adds NUL to this)."""
         for what, text in (("path", file.path), ("content", file.content)):
-            if _SURROGATE.search(text):
+            if has_lone_surrogate(text):
                 raise InvalidEntry(
                     f"workspace file {file.path!r}: its {what} holds a lone surrogate (not "
                     "text); decode the file with errors='replace'; nothing recorded"
