@@ -35,6 +35,7 @@ __all__ = [
     "flatten_text",
     "is_storable_text",
     "message_rows",
+    "text_blocks",
     "turn_payload",
 ]
 
@@ -209,18 +210,23 @@ def entry_from_parts(
     return entry
 
 
+def text_blocks(content: list[Any]) -> list[str]:
+    """The texts of the ``text`` blocks of a content list, in order."""
+    return [
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    ]
+
+
 def flatten_text(content: Any) -> str | None:
     """The text of a content value: a string, or its text blocks joined by newlines."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [
-            block["text"]
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        ]
+        parts = text_blocks(content)
         return "\n".join(parts) if parts else None
     return None
 

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from nexus_store.rows import text_blocks
+
 __all__ = [
     "TOOL_RESULT_MAX_CHARS",
     "FileOps",
@@ -44,14 +46,7 @@ def content_text(content: Any, *, sep: str = "") -> str:
         return content
     if not isinstance(content, list):
         return ""
-    parts = [
-        block["text"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    return sep.join(parts)
+    return sep.join(text_blocks(content))
 
 
 def tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:

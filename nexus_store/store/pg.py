@@ -34,7 +34,15 @@ from nexus_store.errors import NexusError, ReadOnlyError, StoreOpenError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PgConnection", "connect", "is_postgres_url", "redact", "run_readonly_pg", "translate"]
+__all__ = [
+    "PgConnection",
+    "connect",
+    "is_postgres_url",
+    "redact",
+    "refuse_unless_query",
+    "run_readonly_pg",
+    "translate",
+]
 
 _URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:\w+|\?|%", re.DOTALL)
@@ -282,6 +290,25 @@ _QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL
 _ALLOWED_FIRST = {"select", "with", "values", "explain", "show", "table"}
 
 
+def refuse_unless_query(sql: str, allowed: set[str], listing: str) -> str:
+    """The statement's first keyword (comments skipped), if it is one of ``allowed``.
+
+    Both ``nexus-store sql`` backends check this before they run anything.
+
+    Raises:
+        ReadOnlyError: If it is not; ``listing`` says what runs.
+    """
+    match = _QUERY_START.match(sql)
+    first = match.group(1).lower() if match else ""
+    if first not in allowed:
+        word = first.upper() or "an empty statement"
+        raise ReadOnlyError(
+            f"sql is read-only: {word} is refused (only {listing} run); the database was "
+            "not changed"
+        )
+    return first
+
+
 def run_readonly_pg(
     url: str, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
 ) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
@@ -296,14 +323,7 @@ def run_readonly_pg(
     """
     import psycopg
 
-    match = _QUERY_START.match(sql)
-    first = match.group(1).lower() if match else ""
-    if first not in _ALLOWED_FIRST:
-        word = first.upper() or "an empty statement"
-        raise ReadOnlyError(
-            f"sql is read-only: {word} is refused (only SELECT, WITH, VALUES, EXPLAIN, SHOW and "
-            "TABLE run); the database was not changed"
-        )
+    refuse_unless_query(sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN, SHOW and TABLE")
     raw = connect(url)
     try:
         raw.autocommit = False

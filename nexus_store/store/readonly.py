@@ -9,7 +9,6 @@ new file even from a read-only connection) are refused before they run.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,11 +18,10 @@ from sqlite_utils.db import quote_identifier
 
 from nexus_store.errors import ReadOnlyError, StoreOpenError
 from nexus_store.store.connection import check_existing
-from nexus_store.store.pg import is_postgres_url, run_readonly_pg
+from nexus_store.store.pg import is_postgres_url, refuse_unless_query, run_readonly_pg
 
 __all__ = ["run_readonly"]
 
-_QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL)
 _ALLOWED_FIRST = {"select", "with", "values", "explain", "pragma"}
 _READ_PRAGMAS = {
     "table_info",
@@ -121,14 +119,7 @@ def run_readonly(
     if not file.exists():
         raise StoreOpenError(f"no database at {file}")
     check_existing(file)
-    match = _QUERY_START.match(sql)
-    first = match.group(1).lower() if match else ""
-    if first not in _ALLOWED_FIRST:
-        word = first.upper() or "an empty statement"
-        raise ReadOnlyError(
-            f"sql is read-only: {word} is refused (only SELECT, WITH, VALUES, EXPLAIN and read "
-            "PRAGMAs run); the database was not changed"
-        )
+    refuse_unless_query(sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN and read PRAGMAs")
     uri = f"{file.resolve().as_uri()}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     guard = _Guard()
