@@ -15,8 +15,7 @@ last N items walks N turns back from the leaf (O(N), not O(history)).
 
 The SDK's wrappers find what they need here: ``_get_compaction_snapshot`` (the atomic
 suffix replacement ``OpenAIResponsesCompactionSession`` uses for automatic compaction:
-the replaced items stay in the tree, on the old branch), ``_atomic_replace_items``
-(manual compaction), and ``_pop_item_with_validation`` (``EncryptedSession`` checks an
+the replaced items stay in the tree, on the old branch), and ``_pop_item_with_validation`` (``EncryptedSession`` checks an
 item's key before it is removed). When the SDK is installed, `NexusSession` is
 registered as a virtual subclass of ``SQLiteSession`` and shares its ``pop_item``, which
 is how those wrappers recognise a session with these guarantees.
@@ -26,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from nexus_store.openai_agents.items import classify, item_to_message, message_to_items
 from nexus_store.store import Store
@@ -37,6 +36,7 @@ from nexus_store.store.agent_sessions import AgentSessions
 __all__ = ["NexusSession"]
 
 _Validate = Callable[[Any], None]
+_T = TypeVar("_T")
 
 
 class NexusSession:
@@ -131,7 +131,7 @@ class NexusSession:
         """
         self._check_open()
         if items:
-            await asyncio.to_thread(self._add_items_sync, list(items))
+            await _settled(asyncio.to_thread(self._add_items_sync, list(items)))
 
     async def pop_item(self) -> Any | None:
         """Remove the most recent item from the conversation and return it.
@@ -156,7 +156,7 @@ class NexusSession:
             RuntimeError: If the session is closed.
         """
         self._check_open()
-        await asyncio.to_thread(self._clear_sync)
+        await _settled(asyncio.to_thread(self._clear_sync))
 
     # -- nexus_store ---------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class NexusSession:
     async def _pop_item_with_validation(self, validate: _Validate | None = None) -> Any | None:
         """Pop the last item once ``validate`` accepts it (an exception changes nothing)."""
         self._check_open()
-        return await asyncio.to_thread(self._pop_sync, validate)
+        return await _settled(asyncio.to_thread(self._pop_sync, validate))
 
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[Any], bool] | None = None
@@ -204,12 +204,20 @@ class NexusSession:
 
         ``OpenAIResponsesCompactionSession`` compacts through this. Replacing moves the
         leaf to before the suffix and appends the output there: the replaced items stay
-        in the tree, on the old branch. ``prune_prefix`` (expired encrypted items) is
-        accepted and not applied: nothing before the suffix is deleted.
+        in the tree, on the old branch. When ``prune_prefix`` (expired encrypted items,
+        from ``EncryptedSession``) holds for the oldest items, the conversation restarts
+        from a new root without them (the items after them are appended again there);
+        the old path, expired items included, stays in the tree.
         """
-        del prune_prefix  # history is kept (see the docstring)
         from agents.memory.session import _CompactionSnapshot
 
+        if (
+            type(self).get_items is not NexusSession.get_items
+            or type(self).add_items is not NexusSession.add_items
+        ):
+            # As SQLiteSession: a subclass that transforms reads or writes must supply
+            # its own snapshot rather than inherit a bypass of them.
+            return None
         self._check_open()
         items, uids, complete = await asyncio.to_thread(self._snapshot_sync, limit)
 
@@ -217,15 +225,11 @@ class NexusSession:
             expected = uids[start:]
             if not expected:
                 return False
-            return await asyncio.to_thread(self._replace_suffix_sync, expected, output)
+            return await _settled(
+                asyncio.to_thread(self._replace_suffix_sync, expected, output, prune_prefix)
+            )
 
         return _CompactionSnapshot(items, complete, replace_suffix)
-
-    async def _atomic_replace_items(self, items: list[Any]) -> bool:
-        """Replace the whole conversation in one transaction (the old one stays a branch)."""
-        self._check_open()
-        await asyncio.to_thread(self._replace_all_sync, list(items))
-        return True
 
     # -- internals -----------------------------------------------------------------------
 
@@ -252,9 +256,9 @@ class NexusSession:
         if limit is not None and limit > 0:
             tail = self._sql.tail(leaf, limit)
             if tail is not None:
-                messages, uids, _ = tail
+                messages, uids, _, complete = tail
                 items, item_uids = self._expand(messages, uids)
-                return items[-limit:], item_uids[-limit:], False
+                return items[-limit:], item_uids[-limit:], complete and len(items) <= limit
         context = self.store.context(self.session_id, self._sql.turn_uid(leaf))
         items, item_uids = self._expand(context.messages, context.turn_ids)
         if limit is not None and limit > 0:
@@ -321,7 +325,7 @@ class NexusSession:
             return None
         tail = self._sql.tail(leaf, 1)
         if tail is not None:
-            messages, uids, keys = tail
+            messages, uids, keys, _ = tail
         else:
             context = self.store.context(self.session_id, self._sql.turn_uid(leaf))
             if not context.messages:
@@ -363,7 +367,9 @@ class NexusSession:
             self._check_open()
             return self._read(self._leaf(), limit)
 
-    def _replace_suffix_sync(self, expected: list[str], output: list[Any]) -> bool:
+    def _replace_suffix_sync(
+        self, expected: list[str], output: list[Any], prune: Callable[[Any], bool] | None
+    ) -> bool:
         with self._lock, self.store.atomic():
             self._check_open()
             _, uids, _ = self._read(self._leaf(), len(expected))
@@ -371,18 +377,28 @@ class NexusSession:
                 return False
             first = self.store.get_turn(self.session_id, expected[0])
             parent = None if first.parent_id is None else self._turn_key(first.parent_id)
+            if prune is not None and parent is not None:
+                before = self._read(parent, None)[0]
+                expired = 0
+                while expired < len(before) and prune(before[expired]):
+                    expired += 1
+                if expired:
+                    # The expired items leave the conversation: the rest starts a new root
+                    # (the old path, expired items included, stays in the tree).
+                    parent = self._append(before[expired:], None) if expired < len(before) else None
             self._set_leaf(self._append(output, parent))
             return True
-
-    def _replace_all_sync(self, items: list[Any]) -> None:
-        with self._lock, self.store.atomic():
-            self._check_open()
-            self._set_leaf(self._append(items, None))
 
     def _compact_sync(self, options: dict[str, Any]) -> Any:
         with self._lock:
             self._check_open()
-            return self.store.compact(self.session_id, **options)
+            options.setdefault("leaf_id", self._sql.turn_uid(self._leaf()))
+            result = self.store.compact(self.session_id, **options)
+            row = self._sql.session_row(self.session_id)
+            if getattr(result, "turn", None) is not None and row is not None:
+                with self.store.atomic():
+                    self._appended(row[1])  # the compaction turn is the new leaf
+            return result
 
     def _remember_tool(self, item: Any) -> None:
         if isinstance(item, Mapping) and item.get("type") == "function_call":
@@ -392,6 +408,27 @@ class NexusSession:
 
 
 # -- the SDK's settings and classes ------------------------------------------------------
+
+
+async def _settled(work: Awaitable[_T]) -> _T:
+    """Run a write to its end even if the caller is cancelled meanwhile.
+
+    A write in a worker thread cannot be stopped halfway; as the SDK's sessions do, the
+    caller waits for it to commit or roll back, and only then sees its cancellation, so
+    that it never acts on an outcome it did not observe.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # observed: the caller's cancellation is what it sees
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def _coerce_settings(value: Any) -> Any:

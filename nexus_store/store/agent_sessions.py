@@ -44,7 +44,7 @@ with recursive up(id, parent_id, n) as (
     select t.id, t.parent_id, up.n + 1 from up join turns t on t.id = up.parent_id
     where up.n < :limit
 )
-select {MESSAGE_COLUMNS}
+select {MESSAGE_COLUMNS}, t.parent_id, t.run_parent_id
 from up join turns t on t.id = up.id
 left join messages m on m.turn_id = t.id
 order by t.depth, m.idx
@@ -207,7 +207,7 @@ class AgentSessions:
 
     def tail(
         self, leaf_key: int, limit: int
-    ) -> tuple[list[Any], list[str], list[int]] | None:
+    ) -> tuple[list[Any], list[str], list[int], bool] | None:
         """The last ``limit`` messages of the path ending at a leaf, in O(limit).
 
         Args:
@@ -215,21 +215,26 @@ class AgentSessions:
             limit: How many messages (at least 1).
 
         Returns:
-            ``(messages, turn uids, turn keys)``, oldest first; None when the path's
-            end holds a turn that is not a plain message turn (a compaction, a summary,
-            a custom entry) or the path is shorter than ``limit``: the caller then
-            assembles the whole context, which handles those.
+            ``(messages, turn uids, turn keys, complete)``, oldest first; ``complete``
+            when no message precedes them. None when the turns walked hold one that is
+            not a plain message turn (a compaction, a summary, a custom entry) or reach
+            the root of a forked session: the caller then assembles the whole context,
+            which handles those.
         """
-        rows = self._rows(TAIL_SQL, {"leaf": leaf_key, "limit": limit})
+        rows = self._rows(TAIL_SQL, {"leaf": leaf_key, "limit": limit + 1})
         if any(row[2] != "message" for row in rows):
             return None
+        first = rows[0]
+        reached_root = first[26] is None
+        if reached_root and first[27] is not None:
+            return None  # a fork: its context continues in the parent session
         messages, uids, _, _ = build_messages(rows, None)
-        if len(messages) < limit:
+        if len(messages) < limit and not reached_root:
             return None
-        keys: list[int] = []
         by_uid = {row[1]: row[0] for row in rows}
         keys = [by_uid[uid] for uid in uids]
-        return messages[-limit:], uids[-limit:], keys[-limit:]
+        complete = reached_root and len(messages) <= limit
+        return messages[-limit:], uids[-limit:], keys[-limit:], complete
 
     def messages_of(self, turn_keys: Sequence[int]) -> dict[int, list[Any]]:
         """The messages of the given message turns, by turn key."""
