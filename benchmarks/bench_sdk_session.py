@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nexus_store.openai_agents import NexusAdvancedSession, NexusSession  # noqa: E402
+from nexus_store.openai_agents import NexusAdvancedSession, NexusSession
 
 
 def history(n: int) -> list[dict[str, Any]]:
@@ -108,10 +108,14 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [1_000] if args.quick else [5_000, 20_000]
     reps = 10 if args.quick else 50
-    print(f"# SDK sessions, {platform.processor() or platform.machine()}, Python "
-          f"{platform.python_version()}")
-    print(f"{'items':>7} {'peer':<22} {'add items/s':>12} {'get limit=10 ms':>16} "
-          f"{'pop ms':>8} {'get ratio':>10} {'pop ratio':>10}")
+    print(
+        f"# SDK sessions, {platform.processor() or platform.machine()}, Python "
+        f"{platform.python_version()}"
+    )
+    print(
+        f"{'items':>7} {'peer':<22} {'add items/s':>12} {'get limit=10 ms':>16} "
+        f"{'pop ms':>8} {'get ratio':>10} {'pop ratio':>10}"
+    )
     for size in sizes:
         items = history(size)
         with tempfile.TemporaryDirectory() as tmp:
@@ -123,8 +127,10 @@ def main() -> None:
         for name, r in results.items():
             get_ratio = f"{r['get'] / base['get']:.2f}x" if base else "-"
             pop_ratio = f"{r['pop'] / base['pop']:.2f}x" if base else "-"
-            print(f"{size:>7} {name:<22} {r['add']:>12,.0f} {r['get']:>16.3f} "
-                  f"{r['pop']:>8.3f} {get_ratio:>10} {pop_ratio:>10}")
+            print(
+                f"{size:>7} {name:<22} {r['add']:>12,.0f} {r['get']:>16.3f} "
+                f"{r['pop']:>8.3f} {get_ratio:>10} {pop_ratio:>10}"
+            )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nexus_store import InvalidEntry, Store
+from nexus_store import Store
 from nexus_store.openai_agents import MARK, NexusSession, item_to_message, message_to_items
 
 try:

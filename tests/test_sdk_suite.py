@@ -122,7 +122,11 @@ def test_sdk_session_suite_passes_on_nexus_sessions() -> None:
     ]
     for node in skipped:
         args += ["--deselect", node]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "sdk_suite"), str(root)])}
+    env = {
+        **os.environ,
+        "NEXUS_SDK_SWAP": "1",
+        "PYTHONPATH": os.pathsep.join([str(HERE / "sdk_suite"), str(root)]),
+    }
     done = subprocess.run(
         args, cwd=root, env=env, capture_output=True, text=True, timeout=1800, check=False
     )

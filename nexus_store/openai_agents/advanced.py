@@ -125,9 +125,7 @@ class NexusAdvancedSession(NexusSession):
 
     # -- the SDK protocol, per branch ----------------------------------------------------
 
-    async def get_items(  # type: ignore[override]
-        self, limit: int | None = None, branch_id: str | None = None
-    ) -> list[Any]:
+    async def get_items(self, limit: int | None = None, branch_id: str | None = None) -> list[Any]:
         """The items of the current branch, or of ``branch_id`` (see `NexusSession`)."""
         self._check_open()
         if limit is None:
@@ -160,7 +158,9 @@ class NexusAdvancedSession(NexusSession):
 
     # -- branches ------------------------------------------------------------------------
 
-    async def create_branch_from_turn(self, turn_number: int, branch_name: str | None = None) -> str:
+    async def create_branch_from_turn(
+        self, turn_number: int, branch_name: str | None = None
+    ) -> str:
         """Start a branch just before the user message of a turn, and switch to it.
 
         Nothing is copied: the branch is a name for that turn's parent.
@@ -191,8 +191,7 @@ class NexusAdvancedSession(NexusSession):
             )
             if turn is None:
                 raise ValueError(
-                    f"Turn {turn_number} does not contain a user message "
-                    f"in branch '{self._branch}'"
+                    f"Turn {turn_number} does not contain a user message in branch '{self._branch}'"
                 )
             key, now = self._session_key(), utc_now()
             base = self._sql.parent_key(turn[0])

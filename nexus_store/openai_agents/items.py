@@ -19,7 +19,6 @@ converted back before it is written, and one that would not come back equal is s
 whole instead, so reading returns exactly the items given.
 """
 
-
 from __future__ import annotations
 
 import json

@@ -15,8 +15,9 @@ last N items walks N turns back from the leaf (O(N), not O(history)).
 
 The SDK's wrappers find what they need here: ``_get_compaction_snapshot`` (the atomic
 suffix replacement ``OpenAIResponsesCompactionSession`` uses for automatic compaction:
-the replaced items stay in the tree, on the old branch), and ``_pop_item_with_validation`` (``EncryptedSession`` checks an
-item's key before it is removed). When the SDK is installed, `NexusSession` is
+the replaced items stay in the tree, on the old branch), and
+``_pop_item_with_validation`` (``EncryptedSession`` checks an item's key before it is
+removed). When the SDK is installed, `NexusSession` is
 registered as a virtual subclass of ``SQLiteSession`` and shares its ``pop_item``, which
 is how those wrappers recognise a session with these guarantees.
 """
@@ -249,8 +250,7 @@ class NexusSession:
         """After an append under the leaf: the store's active leaf already moved."""
 
     def _read(self, leaf: int | None, limit: int | None) -> tuple[list[Any], list[str], bool]:
-        """Items of a leaf's context (the last ``limit`` when positive), their turns' ids,
-        and whether they are the whole context."""
+        """A leaf's items (the last ``limit`` if positive), their turn ids, and if that is all."""
         if leaf is None:
             return [], [], True
         if limit is not None and limit > 0:

@@ -257,7 +257,7 @@ class AgentSessions:
         """``(key, uid, created, item type, tool name, user turn)`` along a path, root first."""
         if leaf_key is None:
             return []
-        return [tuple(r) for r in self._rows(PATH_ITEMS_SQL, {"leaf": leaf_key})]  # type: ignore[misc]
+        return [tuple(r) for r in self._rows(PATH_ITEMS_SQL, {"leaf": leaf_key})]
 
     def user_turns_containing(self, leaf_key: int | None, term: str) -> list[tuple[int, int]]:
         """``(key, user turn)`` of user items on a path whose text may contain ``term``."""
@@ -338,7 +338,9 @@ class AgentSessions:
 
     # -- usage ---------------------------------------------------------------------------
 
-    def put_usage(self, session_key: int, branch: str, turn_key: int, values: Sequence[Any]) -> None:
+    def put_usage(
+        self, session_key: int, branch: str, turn_key: int, values: Sequence[Any]
+    ) -> None:
         """Record (or replace) the usage of one user turn of a branch.
 
         ``values``: recorded time, requests, input, output, cache-read, reasoning and

@@ -23,16 +23,16 @@ from nexus_store.openai_agents import NexusAdvancedSession, NexusSession
 class SQLiteSession(NexusSession):
     """NexusSession under the name of the class it replaces."""
 
-    def __init__(
-        self, session_id: str, db_path: str | Path = ":memory:", **options: Any
-    ) -> None:
+    def __init__(self, session_id: str, db_path: str | Path = ":memory:", **options: Any) -> None:
         super().__init__(session_id, db_path, **options)
 
 
 class AdvancedSQLiteSession(NexusAdvancedSession):
     """NexusAdvancedSession under the name of the class it replaces."""
 
-    def __init__(self, *, session_id: str, db_path: str | Path = ":memory:", **options: Any) -> None:
+    def __init__(
+        self, *, session_id: str, db_path: str | Path = ":memory:", **options: Any
+    ) -> None:
         super().__init__(session_id, db_path, **options)
 
 
