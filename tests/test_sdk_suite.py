@@ -116,6 +116,8 @@ def test_sdk_session_suite_passes_on_nexus_sessions() -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        "-o",
+        "faulthandler_timeout=300",
         "--rootdir",
         str(root),
         "-x" if os.environ.get("NEXUS_SDK_SUITE_FAILFAST") else "-q",
