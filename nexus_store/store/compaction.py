@@ -1,6 +1,6 @@
 """Compaction through the store: compact a leaf, summarize abandoned branches, history.
 
-The planning and the summaries are pure (`nexus_store.compact`); this module reads
+The planning and the summaries are pure (`nexus_store.compaction.plan`); this module reads
 the leaf's context (which already starts at the previous compaction's first kept
 turn, so nothing the previous compaction kept is lost) and writes the result as a
 new compaction turn under the leaf. No turn is ever deleted or changed: earlier
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.compact import (
+from nexus_store.compaction.plan import (
     CompactionOutcome,
     CompactionPlan,
     ContextItem,
@@ -23,11 +23,11 @@ from nexus_store.compact import (
     run_branch_summary,
     run_compaction,
 )
+from nexus_store.compaction.policy import CompactionConfig, record_flush, should_flush
+from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context
+from nexus_store.compaction.summarizer import Summarizer, get_summarizer
 from nexus_store.errors import NexusError
 from nexus_store.models import Context, Session, Turn
-from nexus_store.policy import CompactionConfig, record_flush, should_flush
-from nexus_store.prune import PruneConfig, PruneResult, prune_context
-from nexus_store.summarizer import Summarizer, get_summarizer
 
 __all__ = ["CompactResult", "CompactionMixin"]
 

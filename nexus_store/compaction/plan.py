@@ -30,12 +30,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.policy import CompactionConfig, LayerName
+from nexus_store.compaction.stages import summarize_in_stages
+from nexus_store.compaction.summarizer import Summarizer
+from nexus_store.compaction.summary_text import (
+    file_lists,
+    format_file_operations,
+    strip_file_blocks,
+)
 from nexus_store.errors import NexusError
-from nexus_store.extractive import ExtractiveSummarizer
-from nexus_store.policy import CompactionConfig, LayerName
-from nexus_store.summarize_stages import summarize_in_stages
-from nexus_store.summarizer import Summarizer
-from nexus_store.summary_text import file_lists, format_file_operations, strip_file_blocks
 from nexus_store.tokens import TokenCounter, message_tokens
 
 __all__ = [

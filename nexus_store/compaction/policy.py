@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from nexus_store.compaction.prune import PruneConfig
 from nexus_store.errors import NexusError
-from nexus_store.prune import PruneConfig
 
 __all__ = [
     "CONFIG_ENV",

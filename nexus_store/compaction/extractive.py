@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_store.prompts import DEFAULT_MAX_TOKENS
-from nexus_store.summary_text import content_text, file_lists, tool_calls
+from nexus_store.compaction.prompts import DEFAULT_MAX_TOKENS
+from nexus_store.compaction.summary_text import content_text, file_lists, tool_calls
 
 __all__ = ["SECTION_TITLES", "ExtractiveSummarizer"]
 
