@@ -1,83 +1,38 @@
-"""Compaction through the store: compact a leaf, summarize abandoned branches, history.
+"""The compaction methods of `Store`: one-line calls into `nexus_store.compaction`.
 
-The planning and the summaries are pure (`nexus_store.compaction.plan`); this module reads
-the leaf's context (which already starts at the previous compaction's first kept
-turn, so nothing the previous compaction kept is lost) and writes the result as a
-new compaction turn under the leaf. No turn is ever deleted or changed: earlier
-leaves keep their contexts. A summarizer failure writes nothing.
+Planning, summarizing and pruning live above the storage layer in the
+`nexus_store.compaction` package, which reads and writes through the store's public
+methods. What stays here is the storage side: the flush-epoch write, and the
+delegations that keep `Store.compact` and its siblings where users look for them.
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from nexus_store.compaction import runner
+from nexus_store.compaction.plan import ContextItem
+from nexus_store.compaction.policy import CompactionConfig
+from nexus_store.compaction.prune import PruneConfig, PruneResult
+from nexus_store.compaction.runner import CompactResult
+from nexus_store.compaction.summarizer import Summarizer
+from nexus_store.models import Context, Turn
 
-from nexus_store.compaction.plan import (
-    CompactionOutcome,
-    CompactionPlan,
-    ContextItem,
-    plan_compaction,
-    run_branch_summary,
-    run_compaction,
-)
-from nexus_store.compaction.policy import CompactionConfig, record_flush, should_flush
-from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context
-from nexus_store.compaction.summarizer import Summarizer, get_summarizer
-from nexus_store.errors import NexusError
-from nexus_store.models import Context, Session, Turn
+if TYPE_CHECKING:
+    from nexus_store.store.core import Store
 
 __all__ = ["CompactResult", "CompactionMixin"]
 
 
-class CompactResult(BaseModel):
-    """What `Store.compact` planned, and wrote unless it was a dry run.
-
-    Attributes:
-        plan: The cut and what is summarized.
-        outcome: The summary (None for a dry run).
-        turn: The compaction turn written (None for a dry run).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    plan: CompactionPlan
-    outcome: CompactionOutcome | None = None
-    turn: Turn | None = None
-
-
-def _summarizer(summarizer: Summarizer | str | None, cfg: CompactionConfig) -> Summarizer:
-    if summarizer is None:
-        summarizer = cfg.summarizer.kind
-    if isinstance(summarizer, str):
-        if summarizer == "extractive":
-            return get_summarizer("extractive")
-        options = cfg.summarizer
-        opts: dict[str, Any] = {"timeout": options.timeout, "max_retries": options.max_retries}
-        if options.base_url:
-            opts["base_url"] = options.base_url
-        if options.model:
-            opts["model"] = options.model
-        return get_summarizer(summarizer, **opts)
-    return summarizer
-
-
 class CompactionMixin:
-    """Compaction methods of `Store` (see there)."""
+    """Compaction methods of `Store` (see `nexus_store.compaction.runner`)."""
+
+    def _as_store(self) -> Store:
+        return cast("Store", self)
 
     def context_items(self, session_id: str, leaf_id: str | None = None) -> list[ContextItem]:
         """The leaf's context as planning items (turn id, kind, message, tokens)."""
-        ctx: Context = self.context(session_id, leaf_id)  # type: ignore[attr-defined]
-        # Values read back from our own rows: no need to validate them again.
-        return [
-            ContextItem.model_construct(turn_id=t, kind=k, message=m, tokens=n)
-            for t, k, m, n in zip(
-                ctx.turn_ids, ctx.turn_kinds, ctx.messages, ctx.message_tokens, strict=True
-            )
-            if isinstance(m, dict)
-        ]
+        return runner.context_items(self._as_store(), session_id, leaf_id)
 
     def compact(
         self,
@@ -94,82 +49,22 @@ class CompactionMixin:
     ) -> CompactResult:
         """Summarize the older part of a leaf's context into a new compaction turn.
 
-        The cut keeps the most recent ``keep_recent_tokens`` and never separates a
-        tool call from its results. The window starts at the previous compaction's
-        first kept turn and the previous summary is updated, not dropped. The
-        compaction turn is written as a child of the leaf and becomes the active leaf.
-
-        Args:
-            session_id: The session.
-            leaf_id: The leaf (default: the active leaf).
-            summarizer: A Summarizer, or ``"extractive"`` / ``"openai"`` (default from config).
-            config: Compaction settings (default: `CompactionConfig()`).
-            keep_recent_tokens: Tokens kept verbatim (default from config).
-            instructions: The user's focus for the summary.
-            trigger: ``manual`` or ``auto``, recorded on the turn.
-            layer: ``prune`` (mechanical summary, no model), ``summarize`` or ``full``.
-            dry_run: Plan only; write nothing.
-
-        Returns:
-            The plan, and for a real run the summary and the turn written.
-
-        Raises:
-            NexusError: When there is nothing to compact.
-            SummarizerError: When no summary could be produced (nothing is written).
+        The compaction turn is written as a child of the leaf and becomes the active
+        leaf; ``dry_run=True`` only plans. Arguments, result and errors: see
+        `nexus_store.compaction.compact`.
         """
-        cfg = config or CompactionConfig()
-        keep = cfg.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens
-        layer_config = cfg.layer(layer)
-        if layer != "summarize" and keep_recent_tokens is None and layer_config is not None:
-            keep = layer_config.protect_recent_tokens
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
-        leaf = leaf_id if leaf_id is not None else session.active_leaf
-        if leaf is None:
-            raise NexusError(f"session {session_id!r} has no turns to compact")
-        items = self.context_items(session_id, leaf)
-        previous_summary = None
-        previous_details = None
-        if items and items[0].message.get("role") == "compactionSummary":
-            summary = items[0].message.get("summary")
-            previous_summary = summary if isinstance(summary, str) else None
-            details = self.get_turn(session_id, items[0].turn_id).entry.get("details")  # type: ignore[attr-defined]
-            previous_details = details if isinstance(details, dict) else None
-        plan = plan_compaction(
-            items,
-            keep_recent_tokens=keep,
-            previous_summary=previous_summary,
-            previous_details=previous_details,
-        )
-        if dry_run:
-            return CompactResult(plan=plan)
-        outcome = run_compaction(
-            plan,
-            _summarizer(summarizer, cfg),
-            self.counter,  # type: ignore[attr-defined]
-            cfg,
+        return runner.compact(
+            self._as_store(),
+            session_id,
+            leaf_id=leaf_id,
+            summarizer=summarizer,
+            config=config,
+            keep_recent_tokens=keep_recent_tokens,
             instructions=instructions,
+            trigger=trigger,
             layer=layer,
+            dry_run=dry_run,
         )
-        turn_id = secrets.token_hex(4)
-        entry: dict[str, Any] = {
-            "type": "compaction",
-            "id": turn_id,
-            "parentId": leaf,
-            "summary": outcome.summary,
-            # nothing kept: the compaction names itself, which pi reads as "keep nothing"
-            "firstKeptEntryId": plan.first_kept_turn_id or turn_id,
-            "tokensBefore": plan.tokens_before,
-            "details": outcome.details,
-            "trigger": trigger,
-            "layer": outcome.layer,
-            "messagesCompacted": plan.messages_compacted,
-        }
-        if outcome.tokens_after is not None:
-            entry["tokensAfter"] = outcome.tokens_after
-        if instructions:
-            entry["customInstruction"] = instructions
-        turn = self.append_entry(session_id, entry)  # type: ignore[attr-defined]
-        return CompactResult(plan=plan, outcome=outcome, turn=turn)
 
     def navigate_with_summary(
         self,
@@ -182,96 +77,49 @@ class CompactionMixin:
     ) -> Turn | None:
         """Move the active leaf to ``turn_id``, summarizing the branch being left.
 
-        The abandoned part (from the old leaf back to its common ancestor with the
-        target) is summarized into a branch-summary turn at the new position, which
-        becomes the active leaf (pi's ``branchWithSummary``). When the old branch has
-        nothing to summarize, this is a plain navigate.
-
-        Returns:
-            The branch-summary turn, or None when nothing was summarized.
+        Returns the branch-summary turn, or None when nothing was summarized; see
+        `nexus_store.compaction.navigate_with_summary`.
         """
-        cfg = config or CompactionConfig()
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
-        old = session.active_leaf
-        if turn_id is not None:
-            self.get_turn(session_id, turn_id)  # type: ignore[attr-defined]  # raises TurnNotFound
-        if old is None or old == turn_id:
-            self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
-            return None
-        ancestor = (
-            None if turn_id is None else self.common_ancestor(session_id, old, turn_id)  # type: ignore[attr-defined]
-        )
-        path: Sequence[Turn] = self.path(session_id, old)  # type: ignore[attr-defined]
-        start = 0 if ancestor is None else ancestor.depth + 1
-        abandoned = list(path[start:])
-        messages: list[dict[str, Any]] = []
-        tokens: list[int] = []
-        previous: list[dict[str, Any]] = []
-        for turn in abandoned:
-            if turn.kind == "message":
-                for m in turn.entry.get("messages") or [turn.entry.get("message")]:
-                    if isinstance(m, dict):
-                        messages.append(m)
-                        tokens.append(self._count(m))
-            elif turn.kind == "branch_summary" and isinstance(turn.entry.get("details"), dict):
-                previous.append(turn.entry["details"])
-        outcome = run_branch_summary(
-            messages,
-            _summarizer(summarizer, cfg),
-            self.counter,  # type: ignore[attr-defined]
-            cfg,
-            tokens=tokens,
-            previous_details=previous,
+        return runner.navigate_with_summary(
+            self._as_store(),
+            session_id,
+            turn_id,
+            summarizer=summarizer,
+            config=config,
             instructions=instructions,
         )
-        if outcome is None:
-            self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
-            return None
-        written: Turn = self.append_branch_summary(  # type: ignore[attr-defined]
-            session_id, turn_id, outcome.summary, details=outcome.details
-        )
-        return written
-
-    def _count(self, message: dict[str, Any]) -> int:
-        from nexus_store.tokens import message_tokens
-
-        return message_tokens(self.counter, message)  # type: ignore[attr-defined]
 
     def pruned_context(
         self, session_id: str, leaf_id: str | None = None, config: PruneConfig | None = None
     ) -> tuple[Context, PruneResult]:
         """The leaf's context with old tool outputs pruned (a view; nothing is written)."""
-        ctx: Context = self.context(session_id, leaf_id)  # type: ignore[attr-defined]
-        result = prune_context(ctx.messages, ctx.message_tokens, config or PruneConfig())
-        pruned = ctx.model_copy(
-            update={
-                "messages": result.messages,
-                "message_tokens": result.tokens,
-                "tokens": result.tokens_after,
-            }
-        )
-        return pruned, result
+        return runner.pruned_context(self._as_store(), session_id, leaf_id, config)
 
     def compaction_history(self, session_id: str, leaf_id: str | None = None) -> list[Turn]:
         """The compactions on the path to a leaf, oldest first."""
-        path: list[Turn] = self.path(session_id, leaf_id)  # type: ignore[attr-defined]
-        return [t for t in path if t.kind == "compaction"]
+        return runner.compaction_history(self._as_store(), session_id, leaf_id)
 
     # -- memory flush (seed 003: once per compaction epoch) ---------------------------
 
     def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
         """Whether the pre-compaction memory flush is due in the leaf's compaction epoch."""
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
-        count = self.status(session_id, leaf_id).compactions  # type: ignore[attr-defined]
-        return should_flush(session.flush_epoch, count)
+        return runner.should_flush(self._as_store(), session_id, leaf_id)
 
     def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
         """Record that the flush ran in the leaf's current epoch; return that epoch."""
-        count = self.status(session_id, leaf_id).compactions  # type: ignore[attr-defined]
-        epoch = record_flush(count)
-        with self.atomic():  # type: ignore[attr-defined]
-            key = self._session_key(session_id)  # type: ignore[attr-defined]
-            self.conn.execute(  # type: ignore[attr-defined]
-                "update sessions set flush_epoch = ? where id = ?", [epoch, key]
-            )
-        return epoch
+        return runner.record_flush(self._as_store(), session_id, leaf_id)
+
+    def set_flush_epoch(self, session_id: str, epoch: int | None) -> None:
+        """Store the compaction epoch in which the memory flush last ran (None: never).
+
+        Args:
+            session_id: The session.
+            epoch: The epoch (`nexus_store.compaction.policy.record_flush` computes it).
+
+        Raises:
+            SessionNotFound: When the session does not exist.
+        """
+        store = self._as_store()
+        with store.atomic():
+            key = store._session_key(session_id)
+            store.conn.execute("update sessions set flush_epoch = ? where id = ?", [epoch, key])
