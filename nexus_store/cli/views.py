@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from nexus_store.blocks import flatten_text, tool_calls
 from nexus_store.models import Turn
-from nexus_store.rows import flatten_text
 
 __all__ = ["draw_tree", "message_preview", "turn_preview"]
 
@@ -26,11 +26,7 @@ def message_preview(message: Any, width: int = 60) -> str:
     if role == "bashExecution":
         return "bashExecution: $ " + _short(str(message.get("command", "")), width)
     text = flatten_text(message.get("content")) or ""
-    calls = [
-        b.get("name", "?")
-        for b in message.get("content") or []
-        if isinstance(b, Mapping) and b.get("type") == "toolCall"
-    ]
+    calls = [b.get("name", "?") for b in tool_calls(message.get("content"))]
     if role == "toolResult":
         prefix = f"toolResult {message.get('toolName', '?')}" + (
             " (error)" if message.get("isError") else ""
