@@ -14,7 +14,7 @@ imported at run time, so the package sits above the storage layer.
 Example:
     >>> from nexus_store import Store
     >>> from nexus_store.compaction import compact, compaction_history
-    >>> store = Store(memory=True)
+    >>> store = Store(memory=True, counter="chars4")
     >>> s = store.create_session(id="demo")
     >>> for i in range(4):
     ...     message = {"role": "user", "content": f"step {i}", "timestamp": 0}
