@@ -251,6 +251,23 @@ def render_messages(
 
     Raises:
         ValueError: For an unknown provider or thinking option.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.py"}}
+        >>> messages = [
+        ...     {"role": "compactionSummary", "summary": "Goal: port the CLI", "tokensBefore": 9},
+        ...     {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, call]},
+        ...     {"role": "toolResult", "toolCallId": "c1", "content": "1"},
+        ... ]
+        >>> summary, assistant, tool = render_messages(messages, "openai")
+        >>> summary["role"], summary["content"].splitlines()[-3:]
+        ('user', ['<summary>', 'Goal: port the CLI', '</summary>'])
+        >>> assistant["content"], assistant["tool_calls"][0]["function"]["arguments"]
+        ('Reading.', '{"path": "a.py"}')
+        >>> tool
+        {'role': 'tool', 'tool_call_id': 'c1', 'content': '1'}
+        >>> [block["type"] for block in render_messages(messages, "anthropic")[1]["content"]]
+        ['text', 'tool_use']
     """
     if thinking not in ("drop", "keep"):
         raise ValueError(f"thinking must be 'drop' or 'keep', not {thinking!r}")

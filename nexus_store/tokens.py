@@ -231,7 +231,21 @@ def count_messages(counter: TokenCounter, messages: Sequence[Mapping[str, Any]])
 
 
 def message_tokens(counter: TokenCounter, message: Mapping[str, Any]) -> int:
-    """Count the tokens of one agent message with ``counter``."""
+    """Count the tokens of one agent message with ``counter``.
+
+    Args:
+        counter: The counter (`CharsEstimator`, `Cl100kCounter`, or your own).
+        message: A pi agent message; roles that reach no model count 0.
+
+    Returns:
+        The message's tokens.
+
+    Example:
+        >>> message_tokens(CharsEstimator(), {"role": "user", "content": "Fix the failing test."})
+        6
+        >>> message_tokens(CharsEstimator(), {"role": "toolResult", "content": [{"type": "image"}]})
+        1200
+    """
     texts, images = message_payload(message)
     if not texts and not images:
         return 0

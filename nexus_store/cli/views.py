@@ -17,7 +17,21 @@ def _short(text: str | None, width: int) -> str:
 
 
 def message_preview(message: Any, width: int = 60) -> str:
-    """One line describing an agent message: role, then text, tool calls or summary."""
+    """One line describing an agent message: role, then text, tool calls or summary.
+
+    Args:
+        message: A pi agent message (anything else is shown by its repr).
+        width: Characters of text kept (the rest becomes ``…``).
+
+    Returns:
+        The line.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {}}
+        >>> text = {"type": "text", "text": "Hm."}
+        >>> message_preview({"role": "assistant", "content": [text, call]})
+        'assistant: Hm. [calls read]'
+    """
     if not isinstance(message, Mapping):
         return _short(repr(message), width)
     role = message.get("role", "?")

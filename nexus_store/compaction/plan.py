@@ -205,6 +205,20 @@ def plan_compaction(
 
     Raises:
         NexusError: If ``keep_recent_tokens`` is negative.
+
+    Example:
+        >>> def item(turn_id, role, text, tokens):
+        ...     message = {"role": role, "content": text}
+        ...     return ContextItem(turn_id=turn_id, kind="message", message=message, tokens=tokens)
+        >>> items = [
+        ...     item("u1", "user", "Port the CLI.", 50),
+        ...     item("a1", "assistant", "Done.", 40),
+        ...     item("u2", "user", "Now add --json.", 30),
+        ...     item("a2", "assistant", "Added.", 20),
+        ... ]
+        >>> plan = plan_compaction(items, keep_recent_tokens=40)
+        >>> plan.first_kept_turn_id, plan.messages_compacted, plan.tokens_kept
+        ('u2', 2, 50)
     """
     if keep_recent_tokens < 0:
         raise NexusError(f"keep_recent_tokens must be >= 0 (got {keep_recent_tokens})")

@@ -62,6 +62,21 @@ def serialize_conversation(
     Returns:
         Paragraphs such as ``[User]: ...`` and ``[Tool result read]: ...``, separated
         by blank lines.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.py"}}
+        >>> print(serialize_conversation([
+        ...     {"role": "user", "content": "Why does it fail?"},
+        ...     {"role": "assistant", "content": [call]},
+        ...     {"role": "toolResult", "toolName": "read", "content": "x" * 10},
+        ... ], tool_result_max_chars=4))
+        [User]: Why does it fail?
+        <BLANKLINE>
+        [Assistant tool calls]: read(path="a.py")
+        <BLANKLINE>
+        [Tool result read]: xxxx
+        <BLANKLINE>
+        [... 6 more characters truncated]
     """
     parts: list[str] = []
     for msg in messages:
@@ -174,7 +189,25 @@ def file_lists(
 
 
 def format_file_operations(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
-    """Render the file lists as the ``<read-files>``/``<modified-files>`` tail of a summary."""
+    """Render the file lists as the ``<read-files>``/``<modified-files>`` tail of a summary.
+
+    Args:
+        read_files: Paths only read.
+        modified_files: Paths written or edited.
+
+    Returns:
+        The tail (with its leading blank line), or ``""`` when both lists are empty.
+
+    Example:
+        >>> print(format_file_operations(["a.py"], ["b.py"]).strip())
+        <read-files>
+        a.py
+        </read-files>
+        <BLANKLINE>
+        <modified-files>
+        b.py
+        </modified-files>
+    """
     blocks: list[str] = []
     if read_files:
         blocks.append("<read-files>\n" + "\n".join(read_files) + "\n</read-files>")
