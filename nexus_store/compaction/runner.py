@@ -184,6 +184,9 @@ def compact(
     session = store.get_session(session_id)
     leaf = leaf_id if leaf_id is not None else session.active_leaf
     if leaf is None:
+        # reading the active leaf's path raises when it names a turn that is gone (issue 18):
+        # that is the error to show, not "no turns"
+        store.path(session_id)
         raise NexusError(f"session {session_id!r} has no turns to compact")
     items = context_items(store, session_id, leaf)
     previous_summary = None
