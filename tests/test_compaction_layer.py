@@ -58,13 +58,13 @@ def test_the_check_sees_an_import_outside_type_checking() -> None:
 
 
 def test_store_methods_delegate_to_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`Store.compact` and its siblings are calls into nexus_store.compaction.runner."""
+    """`Store.compact` and its siblings are calls into nexus_store.compaction.Compaction."""
     from nexus_store import Store
-    from nexus_store.compaction import runner
+    from nexus_store.compaction import Compaction
 
     calls: list[str] = []
     for name in ("compact", "navigate_with_summary", "pruned_context", "compaction_history"):
-        monkeypatch.setattr(runner, name, lambda *a, _n=name, **k: calls.append(_n) or _n)
+        monkeypatch.setattr(Compaction, name, lambda *a, _n=name, **k: calls.append(_n) or _n)
     with Store(memory=True, counter="chars4") as store:
         s = store.create_session()
         assert store.compact(s.id, dry_run=True) == "compact"

@@ -11,7 +11,8 @@ storage layer stays free of summaries and prompts.
 * `summary_text` — transcript serialization and file lists for summaries.
 * `policy` — configuration (`load_config`) and decisions (trigger, layer, degradation).
 * `prune` — the prune view: old tool outputs become placeholders at assembly.
-* `runner` — compaction of a stored session; `Store.compact` and its siblings call it.
+* `runner` — `Compaction`, compaction of a stored session; `Store.compact` and its
+  siblings call it.
 
 The names users need are re-exported here:
 
@@ -46,21 +47,14 @@ from nexus_store.compaction.policy import (
     trigger_threshold,
 )
 from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context, tool_output_tokens
-from nexus_store.compaction.runner import (
-    CompactResult,
-    compact,
-    compaction_history,
-    context_items,
-    navigate_with_summary,
-    pruned_context,
-    resolve_summarizer,
-)
+from nexus_store.compaction.runner import Compaction, CompactResult, resolve_summarizer
 from nexus_store.compaction.stages import StagedSummary, summarize_in_stages
 from nexus_store.compaction.summarizer import HttpSummarizer, Summarizer, get_summarizer
 
 __all__ = [
     "BranchSummaryOutcome",
     "CompactResult",
+    "Compaction",
     "CompactionConfig",
     "CompactionOutcome",
     "CompactionPlan",
@@ -74,16 +68,11 @@ __all__ = [
     "StagedSummary",
     "Summarizer",
     "SummarizerOptions",
-    "compact",
-    "compaction_history",
-    "context_items",
     "evaluate_degradation",
     "get_summarizer",
     "load_config",
-    "navigate_with_summary",
     "plan_compaction",
     "prune_context",
-    "pruned_context",
     "resolve_summarizer",
     "run_branch_summary",
     "run_compaction",

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, cast
 
-from nexus_store.compaction import runner
 from nexus_store.compaction.plan import ContextItem
 from nexus_store.compaction.policy import CompactionConfig
 from nexus_store.compaction.prune import PruneConfig, PruneResult
-from nexus_store.compaction.runner import CompactResult
+from nexus_store.compaction.runner import Compaction, CompactResult
 from nexus_store.compaction.summarizer import Summarizer
 from nexus_store.models import Context, Turn
 
@@ -25,14 +24,17 @@ __all__ = ["CompactResult", "CompactionMixin"]
 
 
 class CompactionMixin:
-    """Compaction methods of `Store` (see `nexus_store.compaction.runner`)."""
+    """Compaction methods of `Store` (see `nexus_store.compaction.Compaction`)."""
 
     def _as_store(self) -> Store:
         return cast("Store", self)
 
+    def _compaction(self) -> Compaction:
+        return Compaction(self._as_store())
+
     def context_items(self, session_id: str, leaf_id: str | None = None) -> list[ContextItem]:
         """The leaf's context as planning items (turn id, kind, message, tokens)."""
-        return runner.context_items(self._as_store(), session_id, leaf_id)
+        return self._compaction().context_items(session_id, leaf_id)
 
     def compact(
         self,
@@ -51,10 +53,9 @@ class CompactionMixin:
 
         The compaction turn is written as a child of the leaf and becomes the active
         leaf; ``dry_run=True`` only plans. Arguments, result and errors: see
-        `nexus_store.compaction.compact`.
+        `nexus_store.compaction.Compaction.compact`.
         """
-        return runner.compact(
-            self._as_store(),
+        return self._compaction().compact(
             session_id,
             leaf_id=leaf_id,
             summarizer=summarizer,
@@ -78,10 +79,9 @@ class CompactionMixin:
         """Move the active leaf to ``turn_id``, summarizing the branch being left.
 
         Returns the branch-summary turn, or None when nothing was summarized; see
-        `nexus_store.compaction.navigate_with_summary`.
+        `nexus_store.compaction.Compaction.navigate_with_summary`.
         """
-        return runner.navigate_with_summary(
-            self._as_store(),
+        return self._compaction().navigate_with_summary(
             session_id,
             turn_id,
             summarizer=summarizer,
@@ -93,21 +93,21 @@ class CompactionMixin:
         self, session_id: str, leaf_id: str | None = None, config: PruneConfig | None = None
     ) -> tuple[Context, PruneResult]:
         """The leaf's context with old tool outputs pruned (a view; nothing is written)."""
-        return runner.pruned_context(self._as_store(), session_id, leaf_id, config)
+        return self._compaction().pruned_context(session_id, leaf_id, config)
 
     def compaction_history(self, session_id: str, leaf_id: str | None = None) -> list[Turn]:
         """The compactions on the path to a leaf, oldest first."""
-        return runner.compaction_history(self._as_store(), session_id, leaf_id)
+        return self._compaction().compaction_history(session_id, leaf_id)
 
     # -- memory flush (seed 003: once per compaction epoch) ---------------------------
 
     def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
         """Whether the pre-compaction memory flush is due in the leaf's compaction epoch."""
-        return runner.should_flush(self._as_store(), session_id, leaf_id)
+        return self._compaction().should_flush(session_id, leaf_id)
 
     def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
         """Record that the flush ran in the leaf's current epoch; return that epoch."""
-        return runner.record_flush(self._as_store(), session_id, leaf_id)
+        return self._compaction().record_flush(session_id, leaf_id)
 
     def set_flush_epoch(self, session_id: str, epoch: int | None) -> None:
         """Store the compaction epoch in which the memory flush last ran (None: never).
