@@ -116,10 +116,12 @@ class WindowSnippets:
     """FTS5 snippets of long texts, made from a bounded window around the first hit.
 
     Holds a private in-memory database with one FTS5 table; each call indexes one
-    window, asks ``snippet()`` with the caller's query, and empties the table.
+    window under a new rowid and asks ``snippet()`` for that row with the caller's
+    query. One instance serves one search (at most ``limit`` windows).
     """
 
     def __init__(self) -> None:
+        self._rowid = 0
         self._conn = sqlite3.connect(":memory:", isolation_level=None)
         self._conn.execute(
             f"create virtual table window_fts using fts5(text, tokenize = '{_TOKENIZE}')"
@@ -147,15 +149,15 @@ class WindowSnippets:
         """
         start, end = _window(text, first_hit(text, query_terms(query)))
         piece = text[start:end]
-        try:
-            self._conn.execute("insert into window_fts (rowid, text) values (1, ?)", [piece])
-            row = self._conn.execute(
-                "select snippet(window_fts, 0, ?, ?, ?, ?) from window_fts "
-                "where window_fts match ?",
-                [markers[0], markers[1], ellipsis, tokens, query],
-            ).fetchone()
-        finally:
-            self._conn.execute("delete from window_fts")
+        self._rowid += 1
+        self._conn.execute(
+            "insert into window_fts (rowid, text) values (?, ?)", [self._rowid, piece]
+        )
+        row = self._conn.execute(
+            "select snippet(window_fts, 0, ?, ?, ?, ?) from window_fts "
+            "where window_fts match ? and rowid = ?",
+            [markers[0], markers[1], ellipsis, tokens, query, self._rowid],
+        ).fetchone()
         if row is None:
             snippet = " ".join(piece.split()[:tokens])
             if end < len(text) or len(snippet) < len(piece.strip()):
