@@ -95,7 +95,10 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
     """Show how full SESSION's context is and how often its path was compacted.
 
     Tokens against the window, compactions on the path to the leaf, the last
-    compaction, and the degradation risk that repeated compaction brings.
+    compaction, and the risk: critical when the context does not fit the
+    window, high past the auto-compaction trigger (window - reserve - soft
+    threshold), medium past the lowest layer, and as high as repeated
+    compaction makes it.
 
     \b
     Example:

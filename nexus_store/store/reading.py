@@ -404,7 +404,7 @@ class ReadingMixin:
                     "layer": row[8],
                     "messages_compacted": row[9],
                 }
-        degradation = evaluate_degradation(compactions, cfg)
+        degradation = evaluate_degradation(compactions, cfg, tokens=tokens, window=window)
         return ContextStatus(
             session_id=session_id,
             leaf_id=leaf_uid,
