@@ -143,3 +143,210 @@ class TestStatusRisk:
         assert "trigger (176,000" in d.recommendation and "Compacted 3 times" in d.recommendation
         assert evaluate_degradation(5, cfg, tokens=10).risk == "critical"
         assert evaluate_degradation(0, cfg).risk == "low"  # no tokens: the count alone
+
+
+# -- item 5: read-only places ----------------------------------------------------------
+
+NOBODY = 65534
+
+
+def _reader_python() -> list[str] | None:
+    """An interpreter the unprivileged user can run, with this checkout importable.
+
+    As root, permission bits do not stop writes, so a read-only file or folder is only
+    real for another user: the commands then run as ``nobody`` through ``setpriv``.
+    """
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    paths = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    env_path = ":".join([str(Path(__file__).resolve().parents[1]), *sorted(paths)])
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for exe in (sys.executable, shutil.which(version, path="/usr/local/bin:/usr/bin")):
+        if exe is None:
+            continue
+        cmd = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        cmd += ["env", f"PYTHONPATH={env_path}", exe]
+        probe = subprocess.run(
+            [*cmd, "-c", "import nexus_store.cli"], capture_output=True, check=False
+        )
+        if probe.returncode == 0:
+            return cmd
+    return None
+
+
+@pytest.fixture
+def reader(tmp_path: Path) -> Any:
+    """Run nexus-store as a user who can read but not write the prepared places."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    root = os.geteuid() == 0
+    prefix = _reader_python() if root else [sys.executable]
+    if prefix is None:
+        pytest.skip("running as root without setpriv or a Python the user nobody can run")
+    base = Path(tempfile.mkdtemp(prefix="nexus-ro-", dir="/tmp" if root else tmp_path))
+    base.chmod(0o755)
+
+    def make(kind: str) -> Path:
+        folder = base / kind
+        folder.mkdir()
+        db = folder / "sessions.db"
+        with Store(db, counter="chars4") as store:
+            from nexus_store.examples import EXAMPLE_TRANSCRIPT
+
+            store.import_jsonl(EXAMPLE_TRANSCRIPT)
+        for sidecar in folder.glob("sessions.db-*"):
+            sidecar.unlink()
+        if kind == "folder":  # the file is the reader's, the folder is not writable
+            if root:
+                os.chown(db, NOBODY, NOBODY)
+            folder.chmod(0o555)
+        else:  # the folder is the reader's, the file is not writable
+            if root:
+                os.chown(folder, NOBODY, NOBODY)
+            db.chmod(0o444)
+        return db
+
+    def run_cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*prefix, "-m", "nexus_store", "--db", str(db), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    yield make, run_cli
+    for folder in base.iterdir():
+        folder.chmod(0o755)
+    import shutil
+
+    shutil.rmtree(base, ignore_errors=True)
+
+
+class TestReadOnlyPlaces:
+    @pytest.mark.parametrize("kind", ["folder", "file"])
+    def test_reading_works(self, reader: Any, kind: str) -> None:
+        make, run_cli = reader
+        db = make(kind)
+        for args in (
+            ["sessions", "--json"],
+            ["tree", "latest"],
+            ["context", "status", "latest"],
+            ["search", "timezone"],
+            ["sql", "select count(*) as n from turns", "--json"],
+            ["schema", "turns"],
+        ):
+            result = run_cli(db, *args)
+            assert result.returncode == 0, (args, result.stderr)
+            assert "Traceback" not in result.stderr and "UserWarning" not in result.stderr
+        out = run_cli(db, "sql", "select count(*) as n from turns", "--json").stdout
+        assert json.loads(out) == [{"n": 29}]
+
+    @pytest.mark.parametrize("kind", ["folder", "file"])
+    def test_a_write_names_the_place_and_why(self, reader: Any, kind: str) -> None:
+        make, run_cli = reader
+        db = make(kind)
+        before = db.read_bytes()
+        result = run_cli(db, "navigate", "latest", "--root")
+        assert result.returncode == 1
+        (line,) = result.stderr.strip().splitlines()
+        if kind == "folder":
+            assert f"the folder {db.parent} is not writable" in line
+        else:
+            assert f"the file {db} is read-only" in line
+        assert "nothing was changed" in line and "attempt to write" not in line
+        assert db.read_bytes() == before
+        sql = run_cli(db, "sql", "delete from turns")
+        assert sql.returncode == 1 and "DELETE is refused" in sql.stderr
+
+    def test_shared_database_warns_in_one_line(self, runner: CliRunner, tmp_path: Path) -> None:
+        db = tmp_path / "s.db"
+        assert run(runner, db, "import", "--example", "-q").exit_code == 0
+        db.chmod(0o644)
+        result = run(runner, db, "sessions")
+        assert result.exit_code == 0
+        assert result.stderr == (
+            f"warning: {db} is readable by other users; transcripts hold secrets: chmod 600 {db}\n"
+        )
+
+
+class TestSqlReadsTheSchema:
+    """Item 7: read pragmas and pragma functions work, errors are SQLite's, `schema` lists."""
+
+    @pytest.fixture
+    def db(self, runner: CliRunner, tmp_path: Path) -> Path:
+        db = tmp_path / "s.db"
+        assert run(runner, db, "import", "--example", "-q").exit_code == 0
+        return db
+
+    def test_pragma_table_info(self, runner: CliRunner, db: Path) -> None:
+        result = run(runner, db, "sql", "pragma table_info('turns')", "--json")
+        assert result.exit_code == 0, result.output
+        names = [row["name"] for row in json.loads(result.output)]
+        assert names[:3] == ["id", "session_id", "uid"]
+
+    def test_table_valued_pragma_function(self, runner: CliRunner, db: Path) -> None:
+        result = run(
+            runner, db, "sql", "select name from pragma_table_info('turns') limit 2", "--json"
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output) == [{"name": "id"}, {"name": "session_id"}]
+        idx = run(runner, db, "sql", "select * from pragma_index_list('turns')", "--json")
+        assert idx.exit_code == 0 and json.loads(idx.output)
+
+    def test_a_typo_is_sqlites_syntax_error(self, runner: CliRunner, db: Path) -> None:
+        result = run(runner, db, "sql", "selec 1")
+        assert result.exit_code == 1
+        assert 'near "selec": syntax error' in result.output
+        assert "refused" not in result.output
+        missing = run(runner, db, "sql", "select * from nope")
+        assert "no such table: nope" in missing.output
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            "pragma user_version = 7",
+            "pragma journal_mode = delete",
+            "select * from pragma_journal_mode('delete')",
+            "update turns set kind = 'x'",
+            "vacuum into '/tmp/x.db'",
+        ],
+    )
+    def test_writes_stay_refused(self, runner: CliRunner, db: Path, query: str) -> None:
+        before = db.read_bytes()
+        result = run(runner, db, "sql", query)
+        assert result.exit_code == 1
+        assert db.read_bytes() == before
+
+    def test_schema_lists_tables_columns_and_views(self, runner: CliRunner, db: Path) -> None:
+        with Store(db) as store:
+            store.conn.execute(
+                "create view tool_results as select * from messages where role = 'toolResult'"
+            )
+        result = run(runner, db, "schema", "--json")
+        assert result.exit_code == 0, result.output
+        relations = {r["name"]: r for r in json.loads(result.output)}
+        assert {"sessions", "turns", "messages", "messages_fts", "tool_results"} <= set(relations)
+        assert "messages_fts_data" not in relations  # FTS5's storage
+        assert relations["tool_results"]["type"] == "view"
+        assert relations["messages_fts"]["type"] == "virtual table"
+        uid = next(c for c in relations["turns"]["columns"] if c["name"] == "uid")
+        assert uid == {
+            "name": "uid",
+            "type": "TEXT",
+            "not_null": True,
+            "primary_key": False,
+            "default": None,
+        }
+        text = run(runner, db, "schema", "sessions").output
+        assert text.startswith("table sessions\n") and "  id " in text and "primary key" in text
+        assert run(runner, db, "schema", "nope").exit_code == 1

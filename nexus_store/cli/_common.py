@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,14 +45,31 @@ class NexusGroup(click.Group):
     """A click group that turns every NexusError into one line on stderr and exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, mapping library errors to ClickException once, here."""
+        """Run the command, mapping library errors to ClickException once, here.
+
+        A warning of the library (a database readable by other users) is one line on
+        stderr, not Python's ``file:line: UserWarning`` with a line of source (issue 15).
+        """
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warning
+                return super().invoke(ctx)
         except NexusError as err:
             raise click.ClickException(str(err)) from None
         except BrokenPipeError:  # `nexus-store ... | head`
             sys.stderr.close()
             return None
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 def database_target(

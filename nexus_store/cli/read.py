@@ -18,8 +18,9 @@ from nexus_store.cli._common import (
 )
 from nexus_store.cli.views import draw_tree, turn_preview
 from nexus_store.store.readonly import run_readonly
+from nexus_store.store.schema_info import describe_schema
 
-__all__ = ["sessions", "sql", "tree"]
+__all__ = ["schema", "sessions", "sql", "tree"]
 
 
 @click.command()
@@ -127,14 +128,18 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
     """Run a read-only SQL QUERY against the database.
 
     The database is opened read-only: INSERT, UPDATE, DELETE, ATTACH,
-    CREATE, writable PRAGMAs, load_extension and VACUUM are refused with a
-    message, and the file is not changed. Tables: sessions, turns, messages
-    (see docs/schema.md).
+    CREATE, PRAGMAs that set a value, load_extension and VACUUM are refused
+    with a message, and the file is not changed. PRAGMAs that read work, also
+    as table-valued functions (pragma_table_info('turns')). An error in the
+    query is reported as SQLite words it. Tables: sessions, turns, messages
+    (nexus-store schema lists them; docs/schema.md explains them).
 
     \b
     Example:
         nexus-store sql "select kind, count(*) from turns group by kind"
         nexus-store sql "select uid from sessions where cwd = ?" -p /repo --json
+        nexus-store sql "pragma table_info('turns')"
+        nexus-store sql "select name from pragma_table_info('messages')" --csv
     """
     path: Path | str = ctx.find_root().params["db"] or default_db_path()
     columns, rows = run_readonly(path, query, list(params))
@@ -149,3 +154,50 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         writer.writerows(rows)
     else:
         print_table(columns, rows)
+
+
+@click.command()
+@click.argument("tables", nargs=-1)
+@json_option
+@click.pass_context
+def schema(ctx: click.Context, tables: tuple[str, ...], as_json: bool) -> None:
+    """List the tables and views of the database with their columns (read-only).
+
+    TABLES limits the listing to those names. Each column shows its type and
+    NOT NULL / primary key; the FTS5 search indexes are listed as virtual
+    tables (their storage tables are left out). docs/schema.md explains every
+    column; query them with nexus-store sql.
+
+    \b
+    Example:
+        nexus-store schema
+        nexus-store schema turns messages
+        nexus-store schema --json | jq '.[].name'
+    """
+    path: Path | str = ctx.find_root().params["db"] or default_db_path()
+    relations = describe_schema(path)
+    if tables:
+        unknown = sorted(set(tables) - {r.name for r in relations})
+        if unknown:
+            raise click.ClickException(
+                f"no table or view named {', '.join(unknown)}; nexus-store schema lists them"
+            )
+        relations = [r for r in relations if r.name in tables]
+    if as_json:
+        echo_json([r.model_dump() for r in relations])
+        return
+    for n, relation in enumerate(relations):
+        if n:
+            click.echo()
+        click.echo(f"{relation.type} {relation.name}")
+        width = max(len(c.name) for c in relation.columns)
+        type_width = max(len(c.type or "-") for c in relation.columns)
+        for column in relation.columns:
+            notes = [(column.type or "-").ljust(type_width)]
+            if column.primary_key:
+                notes.append("primary key")
+            if column.not_null:
+                notes.append("not null")
+            if column.default is not None:
+                notes.append(f"default {column.default}")
+            click.echo(f"  {column.name.ljust(width)}  {'  '.join(notes)}".rstrip())

@@ -116,6 +116,9 @@ from turns t join messages m on m.turn_id = t.id
 where t.session_id = ?
 """
 SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
+# The whole text of a long hit, for its bounded snippet.
+MESSAGE_TEXT_SQL = "select coalesce(text, '') from messages where id = ?"
+SUMMARY_TEXT_SQL = "select coalesce(summary, '') from turns where id = ?"
 _ALL_ROWIDS = (-(2**63), 2**63 - 1)
 
 _SYNTAX_HINT = (
@@ -325,7 +328,7 @@ class SearchMixin:
         if params["session"] is not None:
             bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
         rows = self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
-        return self._bounded_snippets(rows, 6, "select text from messages where id = ?", params)
+        return self._bounded_snippets(rows, 6, params)
 
     def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Rows of SEARCH_SUMMARIES_SQL (the PostgreSQL store has its own)."""
@@ -333,12 +336,15 @@ class SearchMixin:
         if params["session"] is not None:
             bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
         rows = self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
-        return self._bounded_snippets(rows, 4, "select summary from turns where id = ?", params)
+        return self._bounded_snippets(rows, 4, params)
 
     def _bounded_snippets(
-        self, rows: list[tuple[Any, ...]], column: int, text_sql: str, params: dict[str, Any]
+        self, rows: list[tuple[Any, ...]], column: int, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        """Fill the snippets the query left out (long texts) from a window; drop the key column."""
+        """Fill the snippets the query left out (long texts) from a window; drop the key column.
+
+        Column 6 is a message's snippet (the key is a message), column 4 a summary's.
+        """
         if all(row[column] is not None for row in rows):
             return [row[:-1] for row in rows]
         windows = WindowSnippets()
@@ -346,7 +352,9 @@ class SearchMixin:
             out = []
             for row in rows:
                 if row[column] is None:
-                    text = self.conn.execute(text_sql, [row[-1]]).fetchone()[0] or ""
+                    text = self.conn.execute(
+                        MESSAGE_TEXT_SQL if column == 6 else SUMMARY_TEXT_SQL, [row[-1]]
+                    ).fetchone()[0]
                     snippet = windows.snippet(
                         text, params["query"], (params["open"], params["close"]), params["tokens"]
                     )
