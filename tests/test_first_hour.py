@@ -350,3 +350,20 @@ class TestSqlReadsTheSchema:
         text = run(runner, db, "schema", "sessions").output
         assert text.startswith("table sessions\n") and "  id " in text and "primary key" in text
         assert run(runner, db, "schema", "nope").exit_code == 1
+
+
+class TestProgressInsideAFile:
+    """Item 6: the progress callback reports bytes within one large file as it goes."""
+
+    def test_bytes_move_inside_one_file(self, tmp_path: Path) -> None:
+        stamps = [f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z" for n in range(3000)]
+        path = transcript(tmp_path / "big.jsonl", "big", stamps)
+        size = path.stat().st_size
+        seen: list[tuple[int, int]] = []
+        with Store(tmp_path / "s.db", counter="chars4") as store:
+            report = store.import_paths([path], progress=lambda b, e: seen.append((b, e)))
+        assert report.turns == 3000
+        inside = [b for b, _ in seen if 0 < b < size]
+        assert len(inside) >= 3  # reported while the file was being read
+        assert [b for b, _ in seen] == sorted(b for b, _ in seen)  # never backwards
+        assert seen[-1] == (size, 3000)
