@@ -367,3 +367,71 @@ class TestProgressInsideAFile:
         assert len(inside) >= 3  # reported while the file was being read
         assert [b for b, _ in seen] == sorted(b for b, _ in seen)  # never backwards
         assert seen[-1] == (size, 3000)
+
+
+class TestGcAsks:
+    """Item 8: gc asks before it deletes (or takes --yes); --dry-run speaks in the conditional."""
+
+    @pytest.fixture
+    def branchy(self, tmp_path: Path) -> tuple[Path, str]:
+        try:
+            from tests.test_gc import _branchy
+        except ImportError:
+            from test_gc import _branchy  # type: ignore[no-redef]
+
+        db = tmp_path / "s.db"
+        with Store(db, counter="chars4") as store:
+            sid, _, _ = _branchy(store)
+        return db, sid
+
+    @staticmethod
+    def turns(db: Path) -> int:
+        with Store(db) as store:
+            return int(store.conn.execute("select count(*) from turns").fetchone()[0])
+
+    def test_declining_removes_nothing(self, runner: CliRunner, branchy: tuple[Path, str]) -> None:
+        db, sid = branchy
+        before = self.turns(db)
+        result = run(runner, db, "gc", sid, "--dead-branches-older-than", "30", input="n\n")
+        assert result.exit_code == 1
+        assert "would remove: 3 dead-branch turns" in result.output
+        assert "Remove these rows for good?" in result.output
+        assert "nothing was removed" in result.output
+        assert self.turns(db) == before
+
+    def test_no_answer_removes_nothing(self, runner: CliRunner, branchy: tuple[Path, str]) -> None:
+        db, sid = branchy
+        before = self.turns(db)
+        result = run(runner, db, "gc", sid, "--dead-branches-older-than", "30")  # stdin closed
+        assert result.exit_code == 1 and self.turns(db) == before
+
+    def test_confirming_removes(self, runner: CliRunner, branchy: tuple[Path, str]) -> None:
+        db, sid = branchy
+        before = self.turns(db)
+        result = run(runner, db, "gc", sid, "--dead-branches-older-than", "30", input="y\n")
+        assert result.exit_code == 0, result.output
+        assert "removed: 3 dead-branch turns" in result.output
+        assert self.turns(db) == before - 3
+
+    def test_yes_skips_the_question(self, runner: CliRunner, branchy: tuple[Path, str]) -> None:
+        db, sid = branchy
+        result = run(runner, db, "gc", sid, "--dead-branches-older-than", "30", "--yes")
+        assert result.exit_code == 0 and "?" not in result.output
+        assert "removed: 3 dead-branch turns" in result.output
+
+    def test_dry_run_is_conditional(self, runner: CliRunner, branchy: tuple[Path, str]) -> None:
+        db, sid = branchy
+        before = self.turns(db)
+        out = run(runner, db, "gc", sid, "--dead-branches-older-than", "30", "--dry-run").output
+        assert out.startswith("would remove: 3 dead-branch turns")
+        for word in ("removed:", "re-rooted", "kept session", "did:"):
+            assert word not in out
+        assert self.turns(db) == before
+
+    def test_nothing_to_remove_does_not_ask(
+        self, runner: CliRunner, branchy: tuple[Path, str]
+    ) -> None:
+        db, sid = branchy
+        result = run(runner, db, "gc", sid, "--dead-branches-older-than", "100000")
+        assert result.exit_code == 0 and "nothing to remove" in result.output
+        assert "?" not in result.output
