@@ -435,3 +435,38 @@ class TestGcAsks:
         result = run(runner, db, "gc", sid, "--dead-branches-older-than", "100000")
         assert result.exit_code == 0 and "nothing to remove" in result.output
         assert "?" not in result.output
+
+
+class TestShortIds:
+    """Item 9: an ambiguous id prefix lists the sessions it could mean."""
+
+    def test_ambiguous_prefix_lists_the_candidates(self, runner: CliRunner, tmp_path: Path) -> None:
+        db = tmp_path / "s.db"
+        with Store(db, counter="chars4") as store:
+            main = store.create_session(id="d6a37ffc-main", title="the main session")
+            store.create_session(id="d6a37ffc-agent-1", parent_session=main.id, cwd="/repo")
+            store.create_session(id="d6a37ffc-agent-2", parent_session=main.id)
+        result = run(runner, db, "tree", "d6a37ffc")
+        assert result.exit_code == 1
+        line = result.output.strip()
+        assert "is the prefix of several sessions" in line and len(line.splitlines()) == 1
+        for candidate in (
+            "d6a37ffc-agent-1 (/repo)",
+            "d6a37ffc-agent-2",
+            "d6a37ffc-main (the main session)",
+        ):
+            assert candidate in line
+        assert (
+            json.loads(run(runner, db, "tree", "d6a37ffc-m", "--json").output)["session"]
+            == "d6a37ffc-main"
+        )
+
+    def test_many_candidates_are_cut(self, store: Store) -> None:
+        from nexus_store import SessionNotFound
+
+        for n in range(12):
+            store.create_session(id=f"same-{n:02d}")
+        with pytest.raises(SessionNotFound) as err:
+            store.resolve_session("same")
+        assert "same-09" in str(err.value) and "same-10" not in str(err.value)
+        assert str(err.value).count("same-") == 10 and ", ..." in str(err.value)

@@ -111,7 +111,7 @@ def compact(
     \b
     Example:
         nexus-store compact latest --dry-run
-        nexus-store compact latest --focus "the auth refactor" --yes
+        nexus-store compact latest --focus "the timezone fix" --keep-recent-tokens 0 --yes
         nexus-store compact latest --summarizer openai \
             --base-url http://127.0.0.1:11434/v1 --model llama3.1
     """
@@ -225,8 +225,8 @@ def navigate(
 
     \b
     Example:
-        nexus-store navigate latest 3f2a9c01
-        nexus-store navigate latest 3f2a9c01 --summarize
+        nexus-store navigate latest a1000008
+        nexus-store navigate latest a1000008 --summarize
         nexus-store navigate latest --root
     """
     if (turn is None) == (not root):

@@ -56,7 +56,7 @@ def show(
     \b
     Example:
         nexus-store context show latest
-        nexus-store context show latest --leaf 3f2a9c01 --json
+        nexus-store context show latest --leaf a100000c --json
         nexus-store context show latest --render anthropic --thinking keep
     """
     store = open_store(ctx)

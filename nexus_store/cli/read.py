@@ -79,7 +79,7 @@ def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
     \b
     Example:
         nexus-store tree latest
-        nexus-store tree 5fd1e58c --json
+        nexus-store tree 0193a1c2 --json
     """
     store = open_store(ctx)
     info = store.resolve_session(session)

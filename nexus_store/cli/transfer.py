@@ -130,7 +130,7 @@ def export(
     \b
     Example:
         nexus-store export latest -o session.jsonl
-        nexus-store export 5fd1e58c --leaf 3f2a9c01 --format ndjson
+        nexus-store export 0193a1c2 --leaf a100000c --format ndjson
     """
     store = open_store(ctx)
     info = store.resolve_session(session)
