@@ -470,3 +470,97 @@ class TestShortIds:
             store.resolve_session("same")
         assert "same-09" in str(err.value) and "same-10" not in str(err.value)
         assert str(err.value).count("same-") == 10 and ", ..." in str(err.value)
+
+
+# -- item 10: terminal safety and polish ---------------------------------------------------
+
+
+class TestCtrlC:
+    def test_ctrl_c_exits_130_and_stores_nothing(self, tmp_path: Path) -> None:
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        path = tmp_path / "long.jsonl"
+        with path.open("w") as out:
+            out.write(json.dumps({"type": "session", "version": 3, "id": "long"}) + "\n")
+            for n in range(300_000):
+                entry = {
+                    "type": "message",
+                    "id": f"m{n}",
+                    "parentId": f"m{n - 1}" if n else None,
+                    "message": {"role": "user", "content": f"message number {n} " * 4},
+                }
+                out.write(json.dumps(entry) + "\n")
+        db = tmp_path / "s.db"
+        argv = [sys.executable, "-m", "nexus_store", "--db", str(db), "--counter", "chars4"]
+        proc = subprocess.Popen(
+            [*argv, "import", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not Path(f"{db}-wal").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside the file's transaction
+        assert proc.poll() is None, "the import ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert "interrupted" in err and "nothing of it was stored" in err
+        assert "Traceback" not in err and "Aborted!" not in err
+        with Store(db) as store:
+            assert store.conn.execute("select count(*) from turns").fetchone()[0] == 0
+            assert store.conn.execute("select count(*) from sessions").fetchone()[0] == 0
+
+
+class TestShellCompletion:
+    @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+    def test_completion_script_as_documented(self, shell: str) -> None:
+        import os
+        import subprocess
+        import sys
+
+        docs = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+        assert f"_NEXUS_STORE_COMPLETE={shell}_source nexus-store" in docs
+        exe = Path(sys.executable).parent / "nexus-store"
+        result = subprocess.run(
+            [str(exe)],
+            env={**os.environ, "_NEXUS_STORE_COMPLETE": f"{shell}_source"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert "_NEXUS_STORE_COMPLETE" in result.stdout and "nexus-store" in result.stdout
+
+
+class TestHelpExamples:
+    def test_examples_are_one_command_a_line(self, runner: CliRunner) -> None:
+        from nexus_store.cli import cli as root
+
+        def walk(group: click.Group, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+            out = [prefix] if not prefix else []  # a sub-group lists its commands
+            for name, command in group.commands.items():
+                if isinstance(command, click.Group):
+                    out += walk(command, (*prefix, name))
+                else:
+                    out.append((*prefix, name))
+            return out
+
+        for args in walk(root, ()):
+            text = runner.invoke(root, [*args, "--help"], terminal_width=80).output
+            assert "\\b" not in text, args  # a raw docstring shows click's marker
+            lines = text.split("Example:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+            previous = ""
+            for line in lines:
+                assert line.count("nexus-store ") <= 1, (args, line)
+                stripped = line.strip()
+                assert "    " not in stripped, (args, line)  # a continuation run into the line
+                assert stripped.startswith(("nexus-store ", "cat ")) or previous.endswith("\\"), (
+                    args,
+                    line,
+                )
+                previous = stripped

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from nexus_store.cli._common import echo_json, json_option, open_store
+from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
 
 __all__ = ["context"]
@@ -69,14 +69,14 @@ def show(
         echo_json(result.to_json_dict())
         return
     model = result.model or {}
-    click.echo(
+    echo(
         f"session {info.id}  leaf {result.leaf_id}  {len(result.messages)} messages, "
         f"{result.tokens:,} tokens  "
         f"model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
         f"thinking {result.thinking_level}"
     )
     for turn_id, message in zip(result.turn_ids, result.messages, strict=True):
-        click.echo(f"{turn_id}  {message_preview(message, 100)}")
+        echo(f"{turn_id}  {message_preview(message, 100)}")
 
 
 @context.command("status")
@@ -111,20 +111,20 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
     if as_json:
         echo_json(st.model_dump())
         return
-    click.echo(f"Context status  session {info.id}  leaf {st.leaf_id}")
-    click.echo(f"Tokens:          {st.tokens:,} / {st.window:,} ({st.percent:.1f}%)")
-    click.echo(f"Auto-compact at: {st.threshold:,} tokens")
-    click.echo(f"Compactions:     {st.compactions} on this path")
+    echo(f"Context status  session {info.id}  leaf {st.leaf_id}")
+    echo(f"Tokens:          {st.tokens:,} / {st.window:,} ({st.percent:.1f}%)")
+    echo(f"Auto-compact at: {st.threshold:,} tokens")
+    echo(f"Compactions:     {st.compactions} on this path")
     last = st.last_compaction
     if last:
         before = f"{last['tokens_before']:,}" if isinstance(last["tokens_before"], int) else "?"
         after = f"{last['tokens_after']:,}" if isinstance(last["tokens_after"], int) else "?"
         how = ", ".join(str(v) for v in (last["trigger"], last["layer"]) if v)
-        click.echo(
+        echo(
             f"Last compaction: {last['id']} at {last['timestamp']} "
             f"({how or 'no trigger recorded'}) {before} → {after} tokens"
         )
-    click.echo(f"Degradation:     {st.risk} — {st.recommendation}")
+    echo(f"Degradation:     {st.risk} — {st.recommendation}")
 
 
 @context.command("history")
@@ -161,12 +161,12 @@ def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -
         echo_json(rows)
         return
     if not rows:
-        click.echo("no compactions on this path")
+        echo("no compactions on this path")
         return
     for n, r in enumerate(rows, 1):
         before = f"{r['tokens_before']:,}" if isinstance(r["tokens_before"], int) else "?"
         after = f"{r['tokens_after']:,}" if isinstance(r["tokens_after"], int) else "?"
-        click.echo(
+        echo(
             f"{n}. {r['id']}  {r['timestamp'] or '-'}  {r['trigger'] or '-'}/{r['layer'] or '-'}  "
             f"{before} → {after} tokens  {_or_unknown(r['messages_compacted'])} messages"
         )
@@ -212,10 +212,8 @@ def inspect(ctx: click.Context, session: str, leaf: str | None, prune: bool, as_
         return
     for r in rows:
         mark = "  (pruned)" if r["pruned"] else ""
-        click.echo(
-            f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}"
-        )
-    click.echo(
+        echo(f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}")
+    echo(
         f"total {result.tokens:,} tokens in {len(rows)} messages"
         + (f", {len(pruned)} pruned" if prune else "")
     )
@@ -238,7 +236,7 @@ def export_backup(ctx: click.Context, session: str, file: Path) -> None:
     partial = file.with_name(file.name + ".partial")
     partial.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     partial.replace(file)
-    click.echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
+    echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
 
 
 @context.command("import")
@@ -257,7 +255,7 @@ def import_backup(ctx: click.Context, file: Path) -> None:
     except (ValueError, UnicodeDecodeError) as err:
         raise click.ClickException(f"{file} is not a JSON backup: {err}") from None
     session_id = store.restore_session(data)
-    click.echo(f"restored session {session_id}")
+    echo(f"restored session {session_id}")
 
 
 def _or_unknown(value: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nexus_store.cli._common import echo_json, json_option, open_store
+from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.store.retention import GcReport
 
 __all__ = ["doctor", "gc"]
@@ -43,12 +43,12 @@ def doctor(ctx: click.Context, fix: bool, wal_limit: int, as_json: bool) -> None
     else:
         for finding in report.findings:
             mark = "fixed" if finding.fixed else finding.severity
-            click.echo(f"[{mark}] {finding.check}: {finding.message}")
+            echo(f"[{mark}] {finding.check}: {finding.message}")
         for action in report.actions:
-            click.echo(f"did: {action}")
+            echo(f"did: {action}")
         wal = "-" if report.wal_bytes is None else f"{report.wal_bytes:,} bytes"
         state = "ok" if report.ok else "problems left"
-        click.echo(f"{state}: {report.turns_checked} turns checked, WAL {wal}")
+        echo(f"{state}: {report.turns_checked} turns checked, WAL {wal}")
     if not report.ok:
         ctx.exit(1)
 
@@ -138,7 +138,7 @@ def gc(
                 echo_json(plan.model_dump())
             else:
                 _print_gc(plan)
-                click.echo("nothing to remove")
+                echo("nothing to remove")
             return
         _print_gc(plan, err=True)
         try:
@@ -146,7 +146,7 @@ def gc(
         except click.Abort:
             confirmed = False
         if not confirmed:
-            click.echo("gc cancelled; nothing was removed (--yes skips this question)", err=True)
+            echo("gc cancelled; nothing was removed (--yes skips this question)", err=True)
             ctx.exit(1)
     report = run(dry_run)
     if as_json:
@@ -158,7 +158,7 @@ def gc(
 def _print_gc(report: GcReport, *, err: bool = False) -> None:
     """What gc removed, or (dry run) would remove, in the matching mood."""
     dry = report.dry_run
-    click.echo(
+    echo(
         f"{'would remove' if dry else 'removed'}: {report.dead_branch_turns} dead-branch turns, "
         f"{report.compacted_turns} turns behind compactions, {len(report.sessions_removed)} "
         f"sessions, {report.messages} messages (~{report.estimated_bytes:,} bytes of rows)",
@@ -169,9 +169,9 @@ def _print_gc(report: GcReport, *, err: bool = False) -> None:
             line = f"would re-root {item['turn']} (its parent {item['old_parent']} would go)"
         else:
             line = f"re-rooted {item['turn']} (its parent {item['old_parent']} is gone)"
-        click.echo(line, err=err)
+        echo(line, err=err)
     for kept in report.sessions_kept:
         verb = "would keep" if dry else "kept"
-        click.echo(f"{verb} session {kept['session']}: {kept['reason']}", err=err)
+        echo(f"{verb} session {kept['session']}: {kept['reason']}", err=err)
     for action in report.actions:
-        click.echo(f"did: {action}", err=err)
+        echo(f"did: {action}", err=err)

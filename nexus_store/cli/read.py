@@ -11,7 +11,9 @@ import click
 
 from nexus_store.cli._common import (
     default_db_path,
+    echo,
     echo_json,
+    echo_json_text,
     json_option,
     open_store,
     print_table,
@@ -41,7 +43,7 @@ def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
         echo_json([s.model_dump() for s in found])
         return
     if not found:
-        click.echo("no sessions yet; import some with: nexus-store import PATH")
+        echo("no sessions yet; import some with: nexus-store import PATH")
         return
     print_table(
         ["id", "turns", "updated", "title / cwd", "source"],
@@ -105,9 +107,9 @@ def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
         )
         return
     title = info.title or info.cwd or ""
-    click.echo(f"session {info.id}  {title}  ({len(turns)} turns)".rstrip())
+    echo(f"session {info.id}  {title}  ({len(turns)} turns)".rstrip())
     for line in draw_tree(turns, info.active_leaf, labels, width):
-        click.echo(line)
+        echo(line)
 
 
 @click.command()
@@ -147,7 +149,7 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         echo_json([dict(zip(columns, row, strict=True)) for row in rows])
     elif fmt == "nl":
         for row in rows:
-            click.echo(json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False))
+            echo_json_text(json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False))
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
@@ -188,8 +190,8 @@ def schema(ctx: click.Context, tables: tuple[str, ...], as_json: bool) -> None:
         return
     for n, relation in enumerate(relations):
         if n:
-            click.echo()
-        click.echo(f"{relation.type} {relation.name}")
+            echo()
+        echo(f"{relation.type} {relation.name}")
         width = max(len(c.name) for c in relation.columns)
         type_width = max(len(c.type or "-") for c in relation.columns)
         for column in relation.columns:
@@ -200,4 +202,4 @@ def schema(ctx: click.Context, tables: tuple[str, ...], as_json: bool) -> None:
                 notes.append("not null")
             if column.default is not None:
                 notes.append(f"default {column.default}")
-            click.echo(f"  {column.name.ljust(width)}  {'  '.join(notes)}".rstrip())
+            echo(f"  {column.name.ljust(width)}  {'  '.join(notes)}".rstrip())
