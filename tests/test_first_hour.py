@@ -564,3 +564,73 @@ class TestHelpExamples:
                     line,
                 )
                 previous = stripped
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b1m\u202egnp.exe\x7f\x08"
+RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\x7f", "\x08")
+
+
+class TestTerminalSafety:
+    @pytest.fixture
+    def db(self, tmp_path: Path) -> Path:
+        db = tmp_path / "s.db"
+        with Store(db, counter="chars4") as store:
+            s = store.create_session(id="esc", title=f"title {HOSTILE}", cwd=f"/r{HOSTILE}")
+            first = store.append_message(s.id, {"role": "user", "content": f"find {HOSTILE}"})
+            store.append_message(
+                s.id,
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c",
+                    "toolName": f"bash{HOSTILE}",
+                    "content": [{"type": "text", "text": f"find out {HOSTILE}"}],
+                },
+            )
+            store.append_entry(
+                s.id, {"type": "label", "targetId": first.id, "label": f"lbl{HOSTILE}"}
+            )
+            store.append_compaction(s.id, f"find summary {HOSTILE}", first.id, 10)
+        return db
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ["sessions"],
+            ["tree", "esc"],
+            ["context", "show", "esc"],
+            ["context", "inspect", "esc"],
+            ["context", "history", "esc"],
+            ["context", "status", "esc"],
+            ["search", "find"],
+            ["sql", "select title, cwd from sessions"],
+            ["tree", "esc", "--json"],
+            ["search", "find", "--json"],
+            ["sql", "select title from sessions", "--nl"],
+        ],
+    )
+    def test_no_control_character_reaches_the_terminal(
+        self, runner: CliRunner, db: Path, args: list[str]
+    ) -> None:
+        result = run(runner, db, *args)
+        assert result.exit_code == 0, result.output
+        for char in RAW:
+            assert char not in result.output, (args, char)
+        if "--json" not in args and "--nl" not in args:
+            shows_text = args[:2] not in (["context", "status"], ["context", "history"])
+            assert "\\x1b" in result.output or not shows_text
+
+    def test_errors_are_escaped_too(self, runner: CliRunner, db: Path) -> None:
+        result = run(runner, db, "tree", f"nope{HOSTILE}")
+        assert result.exit_code == 1
+        assert not any(char in result.output for char in RAW)
+
+    def test_import_problems_are_escaped(self, runner: CliRunner, tmp_path: Path) -> None:
+        path = tmp_path / "bad.jsonl"
+        path.write_text(
+            json.dumps({"type": "session", "version": 3, "id": "bad"}) + "\n"
+            + json.dumps({"type": "message", "id": f"x{HOSTILE}", "parentId": f"p{HOSTILE}",
+                          "message": {"role": "user", "content": "hi"}}) + "\n"
+        )  # fmt: skip
+        result = run(runner, tmp_path / "s.db", "import", str(path))
+        assert result.exit_code == 0 and "orphan" in result.output
+        assert not any(char in result.output for char in RAW)
