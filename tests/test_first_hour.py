@@ -634,3 +634,38 @@ class TestTerminalSafety:
         result = run(runner, tmp_path / "s.db", "import", str(path))
         assert result.exit_code == 0 and "orphan" in result.output
         assert not any(char in result.output for char in RAW)
+
+
+class TestHistoryDerives:
+    def test_imported_compaction_shows_what_the_tree_knows(
+        self, runner: CliRunner, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "s.db"
+        assert run(runner, db, "import", "--example", "-q").exit_code == 0
+        text = run(runner, db, "context", "history", "latest").output
+        assert "?" not in text and "14,800 → " in text and "* derived from the tree" in text
+        (row,) = json.loads(run(runner, db, "context", "history", "latest", "--json").output)
+        with Store(db) as store:
+            session = store.resolve_session("latest").id
+            at = store.context(session, "c1000001")
+            before = store.context(session, "b1000009")
+        assert row["tokens_before"] == 14_800 and "tokens_before" not in row["derived"]
+        assert row["tokens_after"] == at.tokens
+        assert row["messages_compacted"] == len(before.messages) - (len(at.messages) - 1)
+        assert row["derived"] == ["tokens_after", "messages_compacted"]
+
+    def test_recorded_values_are_not_derived(
+        self, store: Store, runner: CliRunner, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "s.db"
+        with Store(db, counter="chars4") as s:
+            x = s.create_session(id="n")
+            first = s.append_message(x.id, {"role": "user", "content": "hello there"})
+            s.append_compaction(x.id, "sum", first.id, 500, tokensAfter=40, messagesCompacted=3)
+        (row,) = json.loads(run(runner, db, "context", "history", "n", "--json").output)
+        assert (row["tokens_before"], row["tokens_after"], row["messages_compacted"]) == (
+            500,
+            40,
+            3,
+        )
+        assert row["derived"] == []

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
+from nexus_store.models import Turn
+from nexus_store.store import Store
 
 __all__ = ["context"]
 
@@ -136,27 +139,18 @@ def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -
     """List the compactions on the path to SESSION's leaf, oldest first.
 
     For each: time, trigger, layer, tokens before → after, messages compacted.
+    What a transcript did not record (pi writes no tokens after or message
+    count) is derived from the tree: the context just above the compaction and
+    at it; such values are marked with *.
 
     \b
     Example:
         nexus-store context history latest
+        nexus-store context history latest --json
     """
     store = open_store(ctx)
     info = store.resolve_session(session)
-    turns = store.compaction_history(info.id, leaf)
-    rows = [
-        {
-            "id": t.id,
-            "timestamp": t.timestamp,
-            "trigger": t.entry.get("trigger"),
-            "layer": t.entry.get("layer"),
-            "tokens_before": t.entry.get("tokensBefore"),
-            "tokens_after": t.entry.get("tokensAfter"),
-            "messages_compacted": t.entry.get("messagesCompacted"),
-            "first_kept": t.entry.get("firstKeptEntryId"),
-        }
-        for t in turns
-    ]
+    rows = [_history_row(store, info.id, t) for t in store.compaction_history(info.id, leaf)]
     if as_json:
         echo_json(rows)
         return
@@ -164,12 +158,54 @@ def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -
         echo("no compactions on this path")
         return
     for n, r in enumerate(rows, 1):
-        before = f"{r['tokens_before']:,}" if isinstance(r["tokens_before"], int) else "?"
-        after = f"{r['tokens_after']:,}" if isinstance(r["tokens_after"], int) else "?"
+
+        def shown(key: str, r: dict[str, Any] = r) -> str:
+            value = r[key]
+            text = f"{value:,}" if isinstance(value, int) else "?"
+            return text + ("*" if key in r["derived"] else "")
+
         echo(
             f"{n}. {r['id']}  {r['timestamp'] or '-'}  {r['trigger'] or '-'}/{r['layer'] or '-'}  "
-            f"{before} → {after} tokens  {_or_unknown(r['messages_compacted'])} messages"
+            f"{shown('tokens_before')} → {shown('tokens_after')} tokens  "
+            f"{shown('messages_compacted')} messages"
         )
+    if any(r["derived"] for r in rows):
+        echo("* derived from the tree (the transcript did not record it)")
+
+
+def _history_row(store: Store, session_id: str, turn: Turn) -> dict[str, Any]:
+    """One compaction's numbers; what its entry lacks is derived from the contexts around it."""
+    e = turn.entry
+    row: dict[str, Any] = {
+        "id": turn.id,
+        "timestamp": turn.timestamp,
+        "trigger": e.get("trigger"),
+        "layer": e.get("layer"),
+        "tokens_before": e.get("tokensBefore"),
+        "tokens_after": e.get("tokensAfter"),
+        "messages_compacted": e.get("messagesCompacted"),
+        "first_kept": e.get("firstKeptEntryId"),
+        "derived": [],
+    }
+    keys = ("tokens_before", "tokens_after", "messages_compacted")
+    if all(isinstance(row[k], int) for k in keys):
+        return row
+    # The context the model had just before the compaction, and the one it made.
+    before = store.context(session_id, turn.parent_id) if turn.parent_id else None
+    after = store.context(session_id, turn.id)
+    derived = {
+        "tokens_before": before.tokens if before else 0,
+        "tokens_after": after.tokens,
+        # messages that left the context (the summary message replaces them)
+        "messages_compacted": max(
+            0, (len(before.messages) if before else 0) - (len(after.messages) - 1)
+        ),
+    }
+    for key in keys:
+        if not isinstance(row[key], int):
+            row[key] = derived[key]
+            row["derived"].append(key)
+    return row
 
 
 @context.command("inspect")
@@ -256,7 +292,3 @@ def import_backup(ctx: click.Context, file: Path) -> None:
         raise click.ClickException(f"{file} is not a JSON backup: {err}") from None
     session_id = store.restore_session(data)
     echo(f"restored session {session_id}")
-
-
-def _or_unknown(value: object) -> str:
-    return "?" if value is None else str(value)
