@@ -669,3 +669,48 @@ class TestHistoryDerives:
             3,
         )
         assert row["derived"] == []
+
+
+class TestTreeFolds:
+    @pytest.fixture
+    def db(self, tmp_path: Path) -> tuple[Path, list[str], str]:
+        db = tmp_path / "s.db"
+        with Store(db, counter="chars4") as store:
+            s = store.create_session(id="long")
+            with store.atomic():
+                ids = [
+                    store.append_message(s.id, {"role": "user", "content": f"m{i}"}).id
+                    for i in range(1000)
+                ]
+            store.append_entry(s.id, {"type": "label", "targetId": ids[250], "label": "here"})
+            branch = store.append_message(
+                s.id, {"role": "user", "content": "b"}, parent_id=ids[500]
+            ).id
+        return db, ids, branch
+
+    def test_a_1000_turn_session_is_folded(
+        self, runner: CliRunner, db: tuple[Path, list[str], str]
+    ) -> None:
+        path, ids, branch = db
+        out = run(runner, path, "tree", "long").output
+        lines = out.splitlines()
+        assert len(lines) < 40
+        assert "turns folded (tree --all shows every turn)" in out
+        for must in (ids[0], ids[250], ids[500], ids[501], ids[999], branch):
+            assert must in out  # root, labelled, branch point, both tips
+        assert f"{branch} message  user: b  ◀ active" in out
+        assert ids[100] not in out
+
+    def test_all_shows_every_turn_and_json_lists_them(
+        self, runner: CliRunner, db: tuple[Path, list[str], str]
+    ) -> None:
+        path, ids, _ = db
+        out = run(runner, path, "tree", "long", "--all").output
+        assert all(i in out for i in ids) and "folded" not in out
+        data = json.loads(run(runner, path, "tree", "long", "--json").output)
+        assert len(data["turns"]) == 1002
+
+    def test_short_runs_are_not_folded(self, runner: CliRunner, tmp_path: Path) -> None:
+        db = tmp_path / "s.db"
+        assert run(runner, db, "import", "--example", "-q").exit_code == 0
+        assert "folded" not in run(runner, db, "tree", "latest").output

@@ -18,7 +18,7 @@ from nexus_store.cli._common import (
     open_store,
     print_table,
 )
-from nexus_store.cli.views import draw_tree, turn_preview
+from nexus_store.cli.views import FOLD_RUNS_OVER, draw_tree, turn_preview
 from nexus_store.store.readonly import run_readonly
 from nexus_store.store.schema_info import describe_schema
 
@@ -69,18 +69,28 @@ def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
     show_default=True,
     help="Characters of preview per turn.",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"Show every turn (by default a linear run of more than {FOLD_RUNS_OVER} turns "
+    "shows its first and last three).",
+)
 @json_option
 @click.pass_context
-def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
+def tree(ctx: click.Context, session: str, width: int, show_all: bool, as_json: bool) -> None:
     """Draw the turn tree of SESSION with ids, kinds and previews.
 
     SESSION is a session id, a unique prefix of one, or "latest". A chain of
     turns reads downwards at one indentation; branches indent. The active leaf
-    is marked.
+    is marked. Long linear runs are folded to their ends; branch points,
+    compactions, branch summaries, labels and the active leaf always show.
+    --json lists every turn.
 
     \b
     Example:
         nexus-store tree latest
+        nexus-store tree latest --all
         nexus-store tree 0193a1c2 --json
     """
     store = open_store(ctx)
@@ -108,7 +118,9 @@ def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
         return
     title = info.title or info.cwd or ""
     echo(f"session {info.id}  {title}  ({len(turns)} turns)".rstrip())
-    for line in draw_tree(turns, info.active_leaf, labels, width):
+    for line in draw_tree(
+        turns, info.active_leaf, labels, width, None if show_all else FOLD_RUNS_OVER
+    ):
         echo(line)
 
 
