@@ -714,3 +714,34 @@ class TestTreeFolds:
         db = tmp_path / "s.db"
         assert run(runner, db, "import", "--example", "-q").exit_code == 0
         assert "folded" not in run(runner, db, "tree", "latest").output
+
+
+class TestExportKeepsTheActiveLeaf:
+    def test_a_navigated_leaf_survives_export_and_import(
+        self, runner: CliRunner, tmp_path: Path
+    ) -> None:
+        db, other = tmp_path / "a.db", tmp_path / "b.db"
+        out = tmp_path / "out.jsonl"
+        assert run(runner, db, "import", "--example", "-q").exit_code == 0
+        assert run(runner, db, "navigate", "latest", "a1000008").exit_code == 0
+        assert run(runner, db, "export", "latest", "-o", str(out)).exit_code == 0
+        header = json.loads(out.read_text().splitlines()[0])
+        assert header["nexusStore"] == {"activeLeafId": "a1000008"}
+        assert run(runner, other, "import", str(out), "-q").exit_code == 0
+        with Store(db) as a, Store(other) as b:
+            sa, sb = a.resolve_session("latest"), b.resolve_session("latest")
+            assert sb.active_leaf == "a1000008"
+            assert b.context(sb.id).messages == a.context(sa.id).messages
+        # moved back to the last entry: the key goes again, the file is the original
+        assert run(runner, db, "navigate", "latest", "c1000007").exit_code == 0
+        assert run(runner, db, "export", "latest", "-o", str(out)).exit_code == 0
+        assert "nexusStore" not in json.loads(out.read_text().splitlines()[0])
+
+    def test_an_imported_file_exports_unchanged(self, runner: CliRunner, tmp_path: Path) -> None:
+        from nexus_store.examples import EXAMPLE_TRANSCRIPT
+
+        db, out = tmp_path / "a.db", tmp_path / "out.jsonl"
+        run(runner, db, "import", "--example", "-q")
+        run(runner, db, "export", "latest", "-o", str(out))
+        original = [json.loads(line) for line in EXAMPLE_TRANSCRIPT.read_text().splitlines()]
+        assert [json.loads(line) for line in out.read_text().splitlines()] == original

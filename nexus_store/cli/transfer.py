@@ -121,7 +121,8 @@ def export(
 
     For pi v3 input, import then export gives back the same JSON values line
     for line; v1 and v2 input exports as v3. The file is written whole or not
-    at all.
+    at all. An active leaf that is not the last entry (pi's leaf) is named in
+    the header ("nexusStore": {"activeLeafId": ...}) and restored by import.
 
     \b
     Example:

@@ -127,6 +127,12 @@ class IngestMixin:
             for prepared in _prepared_batches(entries, self.counter):  # type: ignore[attr-defined]
                 run.process(*prepared)
             run.finish()
+            if run.added:
+                # An export of a session whose active leaf was not its last entry names
+                # the leaf in its header (issue 15); pi ignores the key.
+                leaf = active_leaf_of(header)
+                if leaf is not None:
+                    self.conn.execute(SET_DECLARED_LEAF_SQL, [session_key, leaf, session_key])
         return session_id, counts
 
     def _ensure_imported_session(
@@ -186,6 +192,25 @@ class IngestMixin:
 
 
 _BATCH = 500
+
+HEADER_KEY = "nexusStore"
+"""The header key an export writes the active leaf under: ``{"activeLeafId": ...}``."""
+
+# Point the session at the turn its header names, when the session has it.
+SET_DECLARED_LEAF_SQL = """
+update sessions set active_leaf_id = coalesce(
+    (select id from turns where session_id = ? and uid = ?), active_leaf_id)
+where id = ?
+"""
+
+
+def active_leaf_of(header: Mapping[str, Any]) -> str | None:
+    """The active leaf a header declares (``{"nexusStore": {"activeLeafId": ...}}``), or None."""
+    ours = header.get(HEADER_KEY)
+    leaf = ours.get("activeLeafId") if isinstance(ours, dict) else None
+    return leaf if isinstance(leaf, str) and is_storable_text(leaf) else None
+
+
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")  # a timestamp that sorts as text
 _CACHE = 10_000
 

@@ -35,6 +35,7 @@ from nexus_store.formats import (
     write_ndjson,
     write_pi,
 )
+from nexus_store.store.ingest import HEADER_KEY
 
 __all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
 
@@ -85,6 +86,13 @@ def find_transcripts(path: Path) -> list[Path]:
     # Sub-agent transcripts (Claude Code agent-*.jsonl) after the sessions they belong to.
     return sorted(found, key=lambda p: (p.name.startswith("agent-"), str(p)))
 
+
+# A session's active leaf and its last turn (the entry an export writes last).
+ACTIVE_AND_LAST_SQL = """
+select (select uid from turns where id = s.active_leaf_id),
+       (select uid from turns where session_id = s.id order by seq desc limit 1)
+from sessions s where s.id = ?
+"""
 
 ProgressCallback = Callable[[int, int], None]
 """Called as progress(bytes_done, entries_done) while importing."""
@@ -377,6 +385,32 @@ class TransferMixin:
             )
         return str(session_id)
 
+    def _declare_active_leaf(self, session_id: str, header: dict[str, Any]) -> dict[str, Any]:
+        """The header, naming the active leaf when it is not the last entry written.
+
+        pi takes the last entry of a file as the leaf, so a session navigated back to an
+        earlier turn would lose where it was (issue 15); the header then carries
+        ``{"nexusStore": {"activeLeafId": ...}}``, which import reads back and pi
+        ignores. Otherwise the key is left out, so an import's export is unchanged.
+        """
+        row = self.conn.execute(  # type: ignore[attr-defined]
+            ACTIVE_AND_LAST_SQL,
+            [self._session_row(session_id)[0]],  # type: ignore[attr-defined]
+        ).fetchone()
+        declared = header.get(HEADER_KEY)
+        if not isinstance(declared, dict):
+            declared = None  # not ours to interpret; replaced only if a leaf must be named
+        ours = dict(declared or {})
+        ours.pop("activeLeafId", None)
+        if row is not None and row[0] is not None and row[0] != row[1]:
+            ours["activeLeafId"] = row[0]
+        elif declared is None:
+            return header
+        out = {k: v for k, v in header.items() if k != HEADER_KEY}
+        if ours:
+            out[HEADER_KEY] = ours
+        return out
+
     def export_jsonl(
         self,
         session_id: str,
@@ -403,6 +437,8 @@ class TransferMixin:
         if format not in writers:
             raise NexusError(f"unknown export format {format!r}; choose pi or ndjson")
         header = self.export_header(session_id)
+        if format == "pi" and leaf_id is None:
+            header = self._declare_active_leaf(session_id, header)
         entries = self.iter_export_entries(session_id, leaf_id)
         if isinstance(out, (str, Path)):
             target = Path(out)
