@@ -138,6 +138,9 @@ class Store(
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
 
+    read_only: str | None = None
+    """Why this store cannot write (a read-only file or folder), or None when it can."""
+
     def __new__(cls, path: Any = None, **options: Any) -> Store:
         """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
         if cls is Store and is_postgres_url(path):
@@ -158,7 +161,7 @@ class Store(
         if synchronous.upper() not in ("NORMAL", "FULL", "OFF", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.filename: Path | None = None
-        self.read_only: str | None = None  # why writes are impossible, or None
+        self.read_only = None
         created = False
         if isinstance(path, sqlite_utils.Database):
             self.db = path
