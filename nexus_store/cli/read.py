@@ -30,7 +30,11 @@ __all__ = ["schema", "sessions", "sql", "tree"]
 @json_option
 @click.pass_context
 def sessions(ctx: click.Context, limit: int | None, as_json: bool) -> None:
-    """List sessions, most recently updated first.
+    """List sessions, the newest conversation first.
+
+    Sessions are ordered by their newest turn's time (an imported session by its
+    entries' timestamps, not by when it was imported); "latest" in other
+    commands is the first of this list.
 
     \b
     Example:
