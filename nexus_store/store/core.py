@@ -42,8 +42,10 @@ from nexus_store.rows import (
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.copying import CopyMixin
+from nexus_store.store.dialect import SQLITE, Capabilities
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.maintenance import MaintenanceMixin
+from nexus_store.store.pathvalues import PARENT_COLUMNS, PathRow, child_row, path_values
 from nexus_store.store.pg import is_postgres_url
 from nexus_store.store.reading import ReadingMixin
 from nexus_store.store.search import SearchMixin
@@ -51,7 +53,6 @@ from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
     INSERT_TURN_SQL,
     PARENT_BY_UID_SQL,
-    PARENT_COLUMNS,
     SESSION_AND_LEAF_SQL,
     SESSION_AND_PARENT_SQL,
     TURN_COLUMNS,
@@ -72,11 +73,6 @@ ACTIVE_LEAF: Any = _ActiveLeaf()
 """Parent marker: append as a child of the session's active leaf (the default)."""
 
 _BUSY_RETRY_SECONDS = 30.0
-
-# Columns of the parent row read before an append (see PARENT_COLUMNS).
-_P_ID, _P_SEQ, _P_DEPTH, _P_TOKENS, _P_PATH_TOKENS, _P_CTX_TOKENS = range(6)
-_P_COMPACTION, _P_COUNT, _P_MODEL, _P_THINKING, _P_RUN_START, _P_RUN_PARENT, _P_KIND = range(6, 13)
-_P_UID, _P_COMPACTION_UID = 13, 14
 
 
 _clock: list[Any] = [-1, ""]  # (second, its "YYYY-MM-DDTHH:MM:SS." prefix): strftime is slow
@@ -136,6 +132,9 @@ class Store(
         StoreOpenError: If the path cannot be opened as a nexus_store database.
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
+
+    capabilities: Capabilities = SQLITE
+    """What this backend offers beyond the common API (see `Capabilities`)."""
 
     def __new__(cls, path: Any = None, **options: Any) -> Store:
         """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
@@ -454,7 +453,11 @@ class Store(
             if row is None:
                 raise SessionNotFound(f"no session with id {session_id!r}")
             session_key, last_seq, fork_key = row[0], row[1], row[2]
-            parent = None if row[3] is None or ("parentId" in entry and not explicit) else row[3:]
+            parent = (
+                None
+                if row[3] is None or ("parentId" in entry and not explicit)
+                else PathRow._make(row[3:])
+            )
             if explicit and parent is None:
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
@@ -612,17 +615,17 @@ class Store(
             raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
         return int(row[0])
 
-    def _parent_row(self, key: int) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self.conn.execute(
+    def _parent_row(self, key: int) -> PathRow | None:
+        row = self.conn.execute(
             f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
             "where t.id = ?",
             [key],
         ).fetchone()
-        return row
+        return None if row is None else PathRow._make(row)
 
-    def _is_ancestor(self, ancestor: int, ancestor_depth: int, node: tuple[Any, ...]) -> bool:
-        """Whether turn ``ancestor`` is ``node`` (a parent row) or one of its ancestors."""
-        if node[_P_DEPTH] < ancestor_depth:
+    def _is_ancestor(self, ancestor: PathRow, node: PathRow) -> bool:
+        """Whether turn ``ancestor`` is ``node`` or one of its ancestors."""
+        if node.depth < ancestor.depth:
             return False
         row = self.conn.execute(
             "with recursive up(id, parent_id, depth) as ("
@@ -630,21 +633,21 @@ class Store(
             " union all select t.id, t.parent_id, t.depth"
             " from up join turns t on t.id = up.parent_id"
             " where up.depth > ?) select id from up where depth = ?",
-            [node[_P_ID], ancestor_depth, ancestor_depth],
+            [node.id, ancestor.depth, ancestor.depth],
         ).fetchone()
-        return row is not None and row[0] == ancestor
+        return row is not None and row[0] == ancestor.id
 
     def _insert_turn(
         self,
         session_key: int,
         session_id: str,
-        parent: tuple[Any, ...] | None,
+        parent: PathRow | None,
         entry: dict[str, Any],
         *,
         native: bool,
         seq: int,
         patch: Mapping[str, Any] | None = None,
-        fork: tuple[Any, ...] | None = None,
+        fork: PathRow | None = None,
     ) -> Turn:
         """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
 
@@ -700,7 +703,7 @@ class Store(
         self._last_turn_key = key
         final = dict(entry)
         final["id"] = values["uid"]
-        final["parentId"] = None if parent is None else parent[_P_UID]
+        final["parentId"] = None if parent is None else parent.uid
         model_json = values["active_model_json"]
         return Turn.model_construct(
             id=values["uid"],
@@ -714,7 +717,7 @@ class Store(
             path_tokens=values["path_tokens"],
             context_tokens=values["context_tokens"],
             compactions=values["compaction_count"],
-            compaction_id=child[_P_COMPACTION_UID],
+            compaction_id=child.compaction_uid,
             model=None if model_json is None else json.loads(model_json),
             thinking_level=values["active_thinking_level"],
             entry=final,
@@ -724,7 +727,7 @@ class Store(
         self,
         session_key: int,
         session_id: str,
-        parent: tuple[Any, ...] | None,
+        parent: PathRow | None,
         entry: dict[str, Any],
         kind: str,
         skip: frozenset[str],
@@ -736,16 +739,13 @@ class Store(
         uid: str,
         native: bool,
         patch: Mapping[str, Any] | None,
-        fork: tuple[Any, ...] | None = None,
-    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        fork: PathRow | None = None,
+    ) -> tuple[dict[str, Any], PathRow]:
         """The column values of a new turn, and its row as a parent of later turns.
 
         Path values come from the parent; a compaction's first kept turn is resolved
         (and, for native appends, must be an ancestor).
         """
-        link = parent  # the parent_id link; path values may come from a fork turn instead
-        if parent is None and fork is not None:
-            parent = fork
         fields = encode_entry_fields(entry, skip)
         tokens = sum(counts)
         if kind in ("branch_summary", "compaction"):
@@ -754,104 +754,51 @@ class Store(
                 tokens = message_tokens(
                     self.counter, {"role": "compactionSummary", "summary": summary}
                 )
-        depth = 0 if parent is None else parent[_P_DEPTH] + 1
-        path_tokens = 0 if parent is None else parent[_P_PATH_TOKENS]
-        if link is not None and parent is not None and parent[_P_SEQ] == seq - 1:
-            run_start, run_parent = parent[_P_RUN_START], parent[_P_RUN_PARENT]
-        else:
-            run_start, run_parent = seq, None if parent is None else parent[_P_ID]
-        model_json = None if parent is None else parent[_P_MODEL]
-        thinking = "off" if parent is None else parent[_P_THINKING]
-        if kind == "model_change":
-            model_json = dumps(
-                {
-                    k: entry[v]
-                    for k, v in (("provider", "provider"), ("modelId", "modelId"))
-                    if v in entry
-                }
-            )
-        elif kind == "thinking_level_change":
-            level = entry.get("thinkingLevel")
-            thinking = level if isinstance(level, str) else None
-        for message in message_dicts:
-            if message.get("role") == "assistant":
-                model_json = dumps(
-                    {
-                        k: message[v]
-                        for k, v in (("provider", "provider"), ("modelId", "model"))
-                        if v in message
-                    }
-                )
+        base = parent if parent is not None else fork
+        kept: PathRow | None = None
         first_kept_key = None
         if kind == "compaction":
             first_uid = entry.get("firstKeptEntryId")
-            kept: tuple[Any, ...] | None = None
+            found: PathRow | None = None
             if isinstance(first_uid, str):
-                kept = self.conn.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
-            if (
-                kept is not None
-                and parent is not None
-                and self._is_ancestor(kept[_P_ID], kept[_P_DEPTH], parent)
-            ):
-                first_kept_key = kept[_P_ID]
-                own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
-                context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
+                row = self.conn.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
+                found = None if row is None else PathRow._make(row)
+            if found is not None and base is not None and self._is_ancestor(found, base):
+                kept = found
+                first_kept_key = found.id
             elif native and not (isinstance(first_uid, str) and first_uid == entry.get("id")):
                 # (a compaction naming itself as first kept keeps nothing before it)
                 raise InvalidEntry(
                     f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
                     f"compaction in session {session_id!r}; keep a turn on the path to its parent"
                 )
-            else:
-                context_tokens = tokens
-            compaction_count = 1 + (0 if parent is None else parent[_P_COUNT])
-            compaction_key = key
-        else:
-            path_tokens += tokens
-            context_tokens = tokens + (0 if parent is None else parent[_P_CTX_TOKENS])
-            compaction_count = 0 if parent is None else parent[_P_COUNT]
-            compaction_key = None if parent is None else parent[_P_COMPACTION]
+        path = path_values(
+            parent,
+            key=key,
+            seq=seq,
+            kind=kind,
+            tokens=tokens,
+            fork=fork,
+            kept=kept,
+            entry=entry,
+            messages=message_dicts,
+        )
         values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
         values.update(fields)
+        values.update(path._asdict())
         values.update(
             id=key,
             session_id=session_key,
             uid=uid,
-            parent_id=None if link is None else link[_P_ID],
+            parent_id=None if parent is None else parent.id,
             seq=seq,
             kind=kind,
-            depth=depth,
             tokens=tokens,
-            path_tokens=path_tokens,
-            context_tokens=context_tokens,
-            compaction_id=compaction_key,
-            compaction_count=compaction_count,
-            active_model_json=model_json,
-            active_thinking_level=thinking,
-            run_start_seq=run_start,
-            run_parent_id=run_parent,
             first_kept_turn_id=first_kept_key,
             source_patch_json=dumps(patch) if patch else None,
         )
-        compaction_uid = (
-            uid if kind == "compaction" else (None if parent is None else parent[_P_COMPACTION_UID])
-        )
-        child = (
-            key,
-            seq,
-            depth,
-            tokens,
-            path_tokens,
-            context_tokens,
-            compaction_key,
-            compaction_count,
-            model_json,
-            thinking,
-            run_start,
-            run_parent,
-            kind,
-            uid,
-            compaction_uid,
+        child = child_row(
+            path, key=key or 0, seq=seq, kind=kind, tokens=tokens, uid=uid, parent=parent, fork=fork
         )
         return values, child
 

@@ -26,6 +26,7 @@ from typing import Any
 from nexus_store.countproc import CountingProcess, CountingProcessError
 from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps, is_storable_text, message_rows, turn_payload
+from nexus_store.store.pathvalues import PathRow
 from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
     INSERT_TURN_SQL,
@@ -331,9 +332,7 @@ class _Run:
         fork_key = self.conn.execute(
             "select fork_turn_id from sessions where id = ?", [session_key]
         ).fetchone()[0]
-        self.fork: tuple[Any, ...] | None = (
-            None if fork_key is None else store._parent_row(int(fork_key))
-        )
+        self.fork: PathRow | None = None if fork_key is None else store._parent_row(int(fork_key))
         # Ids are checked against the database when the session had turns before this
         # run (a re-import), or once the cache has forgotten some of this run's turns.
         self.check_db = self.last_seq >= 0
@@ -342,7 +341,7 @@ class _Run:
         self.fresh = self.last_seq < 0
         self.seen = _SeenIds()
         self.max_matched_seq = -1
-        self.cache: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self.cache: OrderedDict[str, PathRow] = OrderedDict()
         self.pending_turns: list[list[Any]] = []
         self.pending_messages: list[dict[str, Any]] = []
         self.pending_uids: set[str] = set()
@@ -409,7 +408,7 @@ class _Run:
 
     # -- one entry -----------------------------------------------------------------------
 
-    def _remember(self, uid: str, row: tuple[Any, ...]) -> None:
+    def _remember(self, uid: str, row: PathRow) -> None:
         self.cache[uid] = row
         if len(self.cache) > _CACHE:
             self.cache.popitem(last=False)
@@ -430,20 +429,18 @@ class _Run:
                 found[uid] = (int(key), int(seq))
         return found
 
-    def _parent(self, uid: str) -> tuple[Any, ...] | None:
+    def _parent(self, uid: str) -> PathRow | None:
         row = self.cache.get(uid)
         if row is not None:
             return row
         self.flush()
-        found: tuple[Any, ...] | None = self.conn.execute(
-            PARENT_BY_UID_SQL, [self.session_key, uid]
-        ).fetchone()
-        return found
+        found = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+        return None if found is None else PathRow._make(found)
 
     def _known(self, uid: str, line: int, entry: dict[str, Any]) -> bool | None:
         """None: a new id. True: already stored (matched). False: skipped (reported)."""
         cached = self.cache.get(uid)
-        if uid in self.pending_uids or (cached is not None and cached[0] >= self.run_start):
+        if uid in self.pending_uids or (cached is not None and cached.id >= self.run_start):
             self.problem(
                 line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
             )
@@ -465,7 +462,7 @@ class _Run:
             self.max_matched_seq = existing[1]
             self.last_key = int(existing[0])
             parent = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
-            self._remember(uid, tuple(parent))
+            self._remember(uid, PathRow._make(parent))
             return True
         self.counts.conflicts += 1
         self.problem(

@@ -33,6 +33,7 @@ from nexus_store.errors import (
     StoreOpenError,
 )
 from nexus_store.store.core import Store
+from nexus_store.store.dialect import POSTGRES
 from nexus_store.store.pg import PgConnection, connect, redact
 from nexus_store.store.search import PG_SEARCH_MESSAGES_SQL, PG_SEARCH_SUMMARIES_SQL
 from nexus_store.tokens import TokenCounter
@@ -82,6 +83,8 @@ class PostgresStore(Store):
             database holds a ``sessions`` table of another program.
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
+
+    capabilities = POSTGRES
 
     def __init__(
         self,

@@ -11,12 +11,13 @@ step per branch point, never the depth of the history above the context.
 
 from __future__ import annotations
 
+from nexus_store.store.pathvalues import PARENT_COLUMNS
+
 __all__ = [
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
     "PARENT_BY_UID_SQL",
-    "PARENT_COLUMNS",
     "PATH_SQL",
     "SESSION_AND_LEAF_SQL",
     "SESSION_AND_PARENT_SQL",
@@ -154,13 +155,7 @@ where t.depth >= :stop_depth
 order by t.id = :compaction desc, t.depth, m.idx
 """
 
-# The row of a turn as a parent of new turns (its path values), with its nearest
-# compaction's public id; core.py names the positions (_P_*).
-PARENT_COLUMNS = (
-    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
-    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
-    "t.run_parent_id, t.kind, t.uid, pc.uid"
-)
+# (PARENT_COLUMNS, the row of a turn as a parent of new turns, is pathvalues.PathRow's.)
 # The session (key, last seq) with the row of the turn a new turn goes under: the
 # active leaf, or the turn named by uid. One read per append.
 SESSION_AND_LEAF_SQL = (
