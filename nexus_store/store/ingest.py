@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sqlite3
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,16 +25,15 @@ from typing import Any
 from nexus_store.countproc import CountingProcess, CountingProcessError
 from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps, is_storable_text, message_rows, turn_payload
+from nexus_store.store import appends
+from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.pathvalues import PathRow
-from nexus_store.store.sql import (
-    INSERT_MESSAGE_SQL,
-    INSERT_TURN_SQL,
-    PARENT_BY_UID_SQL,
-    TURN_COLUMNS,
-)
+from nexus_store.store.reading import Reading
+from nexus_store.store.search import Search
+from nexus_store.store.sql import INSERT_MESSAGE_SQL, PARENT_BY_UID_SQL, TURN_COLUMNS
 from nexus_store.tokens import Cl100kCounter, count_payloads, message_payload
 
-__all__ = ["IngestCounts", "IngestMixin", "ProblemSink"]
+__all__ = ["Ingest", "IngestCounts", "ProblemSink"]
 
 ProblemSink = Callable[[int, str, str, bool], None]
 """Called as sink(line, kind, message, repaired) for each problem found while storing."""
@@ -61,10 +59,19 @@ def _same(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-class IngestMixin:
-    """The ingest method of `Store` (see there)."""
+class Ingest:
+    """Storing a transcript's entries (``Store.ingest``; importers and copies call it).
 
-    conn: sqlite3.Connection
+    Args:
+        db: The database handle.
+        reading: The reading part (a re-imported entry is compared with the stored one).
+        search: The search part (its index is paused for the bulk write).
+    """
+
+    def __init__(self, db: Handle, reading: Reading, search: Search) -> None:
+        self.db = db
+        self.reading = reading
+        self.search = search
 
     def ingest(
         self,
@@ -119,17 +126,40 @@ class IngestMixin:
             if on_problem is not None:
                 on_problem(line, kind, message, repaired)
 
-        with self.atomic():  # type: ignore[attr-defined]
-            session_key, session_id = self._ensure_imported_session(
+        with self.db.atomic():
+            session_key, session_id = self.ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
+            self.db.lock_session(session_id)
             run = _Run(self, session_key, session_id, counts, problem)
-            for prepared in _prepared_batches(entries, self.counter):  # type: ignore[attr-defined]
+            for prepared in _prepared_batches(entries, self.db.counter):
                 run.process(*prepared)
             run.finish()
         return session_id, counts
 
-    def _ensure_imported_session(
+    def write_entries(
+        self,
+        session_key: int,
+        session_id: str,
+        entries: Iterable[_Item],
+        problem: ProblemSink,
+    ) -> tuple[IngestCounts, int]:
+        """Append entries to a session with the importer's batched writer (in a transaction).
+
+        Copies use it so that a copied turn is written as an imported one. The
+        session's last seq and active leaf are left to the caller.
+
+        Returns:
+            What was written, and the seq of the last turn written.
+        """
+        counts = IngestCounts()
+        run = _Run(self, session_key, session_id, counts, problem)
+        for prepared in _prepared_batches(entries, self.db.counter):
+            run.process(*prepared)
+        run.complete()
+        return counts, run.last_seq
+
+    def ensure_imported_session(
         self,
         header: Mapping[str, Any],
         source_format: str,
@@ -138,22 +168,23 @@ class IngestMixin:
         source_version: int | None,
         parent_source_id: str | None,
     ) -> tuple[int, str]:
-        row = self.conn.execute(
+        """The key and id of the session a transcript goes into, created if new."""
+        row = self.db.execute(
             "select id, uid from sessions where source_format = ? and source_id = ?",
             [source_format, source_id],
         ).fetchone()
         if row is not None:
             return int(row[0]), str(row[1])
         uid = source_id
-        if self.conn.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
+        if self.db.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
             uid = f"{source_id}-{source_format}"
         n = 1
-        while self.conn.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
+        while self.db.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
             n += 1
             uid = f"{source_id}-{source_format}-{n}"
         parent_key = None
         if parent_source_id is not None:
-            parent = self.conn.execute(
+            parent = self.db.execute(
                 "select id from sessions where source_id = ? order by id limit 1",
                 [parent_source_id],
             ).fetchone()
@@ -165,7 +196,8 @@ class IngestMixin:
         if cwd is not None and not is_storable_text(cwd):
             cwd = None
         rest = {k: v for k, v in header.items() if k != "cwd" or cwd is None}
-        cursor = self.conn.execute(
+        key = self.db.dialect.insert_key(
+            self.db,
             "insert into sessions (uid, cwd, created_utc, updated_utc, parent_session_id, "
             "source_format, source_path, source_id, source_version, header_json) "
             "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -182,7 +214,7 @@ class IngestMixin:
                 dumps(rest),
             ],
         )
-        return int(cursor.lastrowid or 0), uid
+        return key, uid
 
 
 _BATCH = 500
@@ -303,14 +335,14 @@ class _Run:
 
     def __init__(
         self,
-        store: Any,
+        part: Ingest,
         session_key: int,
         session_id: str,
         counts: IngestCounts,
         problem: Callable[[int, str, str, bool], None],
     ) -> None:
-        self.store = store
-        self.conn: sqlite3.Connection = store.conn
+        self.part = part
+        self.db = part.db
         self.session_key = session_key
         self.session_id = session_id
         self.counts = counts
@@ -323,16 +355,16 @@ class _Run:
         self.run_start = self._next_key()
         self._keys.append(self.run_start)  # given back: the first turn takes it
         self.last_seq = int(
-            self.conn.execute(
-                "select last_seq from sessions where id = ?", [session_key]
-            ).fetchone()[0]
+            self.db.execute("select last_seq from sessions where id = ?", [session_key]).fetchone()[
+                0
+            ]
         )
         # Roots of a forked session take their path values from the fork turn (as
         # native appends do): a copied fork keeps its inherited context.
-        fork_key = self.conn.execute(
+        fork_key = self.db.execute(
             "select fork_turn_id from sessions where id = ?", [session_key]
         ).fetchone()[0]
-        self.fork: PathRow | None = None if fork_key is None else store._parent_row(int(fork_key))
+        self.fork: PathRow | None = None if fork_key is None else self.db.parent_row(int(fork_key))
         # Ids are checked against the database when the session had turns before this
         # run (a re-import), or once the cache has forgotten some of this run's turns.
         self.check_db = self.last_seq >= 0
@@ -347,13 +379,13 @@ class _Run:
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
         self.title: str | None = None
-        self.paused_index = store._bulk_index_begin()
+        self.paused_index = part.search.bulk_index_begin()
         self.batch_uids: list[str] = []
         self.stored: dict[str, tuple[int, int]] | None = None
 
     def _next_key(self) -> int:
         if not self._keys:
-            self._keys = self.store._allocate_keys(_BATCH, self._last_key_given + 1)
+            self._keys = self.db.allocate_keys(_BATCH, self._last_key_given + 1)
             self._keys.reverse()
         key = self._keys.pop()
         self._last_key_given = key
@@ -379,9 +411,9 @@ class _Run:
 
     def flush(self) -> None:
         if self.pending_turns:
-            self.conn.executemany(INSERT_TURN_SQL, self.pending_turns)
+            self.db.executemany(self.db.dialect.statements.insert_turns, self.pending_turns)
             if self.pending_messages:
-                self.conn.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
+                self.db.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
         self.pending_turns = []
         self.pending_messages = []
         self.pending_uids = set()
@@ -389,20 +421,20 @@ class _Run:
     def complete(self) -> None:
         """Write what is pending and index the run's messages for search."""
         self.flush()
-        self.store._bulk_index_end(self.paused_index)
+        self.part.search.bulk_index_end(self.paused_index)
         self.paused_index = None
 
     def finish(self) -> None:
         """`complete`, then point the session at the last turn stored."""
         self.complete()
         if self.last_key is not None:
-            self.conn.execute(
+            self.db.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
                 "where id = ?",
                 [self.last_key, _now(), self.last_seq, self.session_key],
             )
         if self.title:
-            self.conn.execute(
+            self.db.execute(
                 "update sessions set title = ? where id = ?", [self.title, self.session_key]
             )
 
@@ -425,7 +457,7 @@ class _Run:
         for start in range(0, len(wanted), _LOOKUP):
             chunk: list[Any] = wanted[start : start + _LOOKUP]
             chunk += [None] * (_LOOKUP - len(chunk))
-            for uid, key, seq in self.conn.execute(_STORED_SQL, [self.session_key, *chunk]):
+            for uid, key, seq in self.db.execute(_STORED_SQL, [self.session_key, *chunk]):
                 found[uid] = (int(key), int(seq))
         return found
 
@@ -434,7 +466,7 @@ class _Run:
         if row is not None:
             return row
         self.flush()
-        found = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+        found = self.db.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
         return None if found is None else PathRow._make(found)
 
     def _known(self, uid: str, line: int, entry: dict[str, Any]) -> bool | None:
@@ -457,11 +489,11 @@ class _Run:
                 line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
             )
             return False
-        stored = self.store.get_turn(self.session_id, uid).entry
+        stored = self.part.reading.get_turn(self.session_id, uid).entry
         if _same(stored, entry):
             self.max_matched_seq = existing[1]
             self.last_key = int(existing[0])
-            parent = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+            parent = self.db.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
             self._remember(uid, PathRow._make(parent))
             return True
         self.counts.conflicts += 1
@@ -530,7 +562,8 @@ class _Run:
         if kind == "compaction":
             self.flush()  # its first kept turn is resolved in the database
         key = self._next_key()
-        values, child = self.store._turn_values(
+        values, child = appends.turn_values(
+            self.db,
             self.session_key,
             self.session_id,
             parent,
@@ -559,6 +592,4 @@ class _Run:
 
 
 def _now() -> str:
-    from nexus_store.store.core import utc_now
-
     return utc_now()

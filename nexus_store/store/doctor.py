@@ -1,4 +1,4 @@
-"""Keeping a database healthy: `Store.doctor` checks and repairs, `Store.gc` removes.
+"""Keeping a database healthy: `Store.doctor` checks and repairs (part `Doctor`).
 
 ``doctor`` reports what is wrong with a database file (SQLite's own integrity and
 foreign-key checks, stored path values that disagree with a recomputation from the
@@ -8,7 +8,7 @@ reversible: path values are recomputed the way an append computes them, a bad
 active leaf moves to the session's latest turn, the WAL is checkpointed, modes go
 back to 0600. Entries are never touched.
 
-``gc`` (the only place rows are deleted) lives in `nexus_store.store.retention`.
+``gc`` (the only place rows are deleted) lives in `nexus_store.store.gc`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import sqlite3
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from nexus_store.errors import NexusError
+from nexus_store.store.db import Handle
 from nexus_store.store.pathvalues import (
     PARENT_COLUMNS,
     STRUCTURAL,
@@ -32,11 +34,13 @@ from nexus_store.store.pathvalues import (
     child_row,
     path_values,
 )
-from nexus_store.store.retention import GcReport, RetentionMixin
 
-__all__ = ["DoctorFinding", "DoctorReport", "GcReport", "MaintenanceMixin"]
+__all__ = ["Doctor", "DoctorFinding", "DoctorReport"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+# What a damaged database raises while doctor reads or repairs it: the driver's
+# errors as Handle.execute translates them, and SQLite's own from pragmas.
+_DB_ERRORS = (sqlite3.DatabaseError, NexusError)
 DEFAULT_WAL_LIMIT = 64 * 1024 * 1024
 
 # Every turn with what `path_values` needs to recompute its path values: its stored
@@ -114,23 +118,15 @@ class DoctorReport(BaseModel):
     wal_bytes: int | None
 
 
-class MaintenanceMixin(RetentionMixin):
-    """`Store.doctor` and `Store.gc` (see the module docstring)."""
+class Doctor:
+    """``Store.doctor`` (see the module docstring).
 
-    conn: sqlite3.Connection
-    filename: Path | None
+    Args:
+        db: The database handle.
+    """
 
-    if TYPE_CHECKING:  # provided by Store
-
-        def atomic(self) -> contextlib.AbstractContextManager[Any]:
-            """Run the block in one write transaction."""
-            ...
-
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
-
-    def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
-        raise NotImplementedError
+    def __init__(self, db: Handle) -> None:
+        self.db = db
 
     # -- doctor ------------------------------------------------------------------
 
@@ -151,7 +147,7 @@ class MaintenanceMixin(RetentionMixin):
         if fix and any(f.fixable for f in findings):
             try:
                 actions = self._repair(findings)
-            except sqlite3.DatabaseError as err:  # a damaged file can fail mid-repair
+            except _DB_ERRORS as err:  # a damaged file can fail mid-repair
                 actions = [f"repair stopped and rolled back: {err}; restore a backup"]
             remaining = {_key(f) for f in self._diagnose(wal_limit)[0]}
             findings = [f.model_copy(update={"fixed": _key(f) not in remaining}) for f in findings]
@@ -166,25 +162,26 @@ class MaintenanceMixin(RetentionMixin):
         )
 
     def _files(self) -> list[Path]:
-        if self.filename is None:
+        if self.db.filename is None:
             return []
-        base = str(self.filename)
+        base = str(self.db.filename)
         return [Path(base + suffix) for suffix in ("", "-wal", "-shm")]
 
     def _wal_bytes(self) -> int | None:
-        if self.filename is None:
+        if self.db.filename is None:
             return None
-        wal = Path(str(self.filename) + "-wal")
+        wal = Path(str(self.db.filename) + "-wal")
         return wal.stat().st_size if wal.exists() else 0
 
     def _diagnose(self, wal_limit: int) -> tuple[list[DoctorFinding], int, int | None]:
         found: list[DoctorFinding] = []
-        self._check_storage(found)
+        if self.db.dialect.capabilities.file_checks:
+            self._check_storage(found)
         checked = 0
         try:
             checked = self._check_path_values(found)
             self._check_active_leaves(found)
-        except sqlite3.DatabaseError as err:
+        except _DB_ERRORS as err:
             found.append(
                 DoctorFinding(
                     check="integrity", severity="error", message=f"cannot read turns: {err}"
@@ -196,7 +193,7 @@ class MaintenanceMixin(RetentionMixin):
                 DoctorFinding(
                     check="wal",
                     severity="warning",
-                    message=f"the WAL {self.filename}-wal holds {wal_bytes:,} bytes (limit "
+                    message=f"the WAL {self.db.filename}-wal holds {wal_bytes:,} bytes (limit "
                     f"{wal_limit:,}); a checkpoint (doctor --fix) folds it into the database",
                     fixable=True,
                 )
@@ -220,12 +217,13 @@ class MaintenanceMixin(RetentionMixin):
     def _check_storage(self, found: list[DoctorFinding]) -> None:
         """SQLite's own checks: the file's integrity and its foreign keys.
 
-        (PostgreSQL enforces foreign keys on every write and checks its files itself;
-        its store has nothing to add here.)
+        (Only where ``capabilities.file_checks``: PostgreSQL enforces foreign keys on
+        every write and checks its files itself; amcheck and pg_checksums are the
+        tools for them.)
         """
         try:
-            rows = [r[0] for r in self.conn.execute("pragma integrity_check").fetchall()]
-        except sqlite3.DatabaseError as err:
+            rows = [r[0] for r in self.db.execute("pragma integrity_check").fetchall()]
+        except _DB_ERRORS as err:
             rows = [str(err)]
         if rows != ["ok"]:
             for text in rows[:20]:
@@ -238,8 +236,8 @@ class MaintenanceMixin(RetentionMixin):
                     )
                 )
         try:
-            fk_rows = self.conn.execute("pragma foreign_key_check").fetchall()
-        except sqlite3.DatabaseError as err:
+            fk_rows = self.db.execute("pragma foreign_key_check").fetchall()
+        except _DB_ERRORS as err:
             fk_rows = []
             found.append(DoctorFinding(check="foreign_key", severity="error", message=str(err)))
         for table, rowid, parent, _fkid in fk_rows[:100]:
@@ -266,7 +264,7 @@ class MaintenanceMixin(RetentionMixin):
         """
         rows: dict[int, PathRow] = {}
         current = None
-        for record in self.conn.execute(DOCTOR_TURNS_SQL, {"session": session_key}):
+        for record in self.db.execute(DOCTOR_TURNS_SQL, {"session": session_key}):
             _uid, session, parent_key, kept_key, fork_key, patch, _sum = record[:7]
             stored = PathRow._make(record[7:])
             if session != current:
@@ -315,7 +313,7 @@ class MaintenanceMixin(RetentionMixin):
     def _row(self, rows: dict[int, PathRow], key: int) -> PathRow | None:
         found = rows.get(key)
         if found is None:
-            row = self.conn.execute(_ROW_SQL, [key]).fetchone()
+            row = self.db.execute(_ROW_SQL, [key]).fetchone()
             found = None if row is None else PathRow._make(row)
         return found
 
@@ -360,7 +358,7 @@ class MaintenanceMixin(RetentionMixin):
         return checked
 
     def _check_active_leaves(self, found: list[DoctorFinding]) -> None:
-        for _session_key, uid, leaf, owner in self.conn.execute(BAD_LEAF_SQL).fetchall():
+        for _session_key, uid, leaf, owner in self.db.execute(BAD_LEAF_SQL).fetchall():
             where = "does not exist" if owner is None else "belongs to another session"
             found.append(
                 DoctorFinding(
@@ -376,15 +374,15 @@ class MaintenanceMixin(RetentionMixin):
     def _repair(self, findings: Sequence[DoctorFinding]) -> list[str]:
         actions: list[str] = []
         checks = {f.check for f in findings if f.fixable}
-        with self.atomic():
+        with self.db.atomic():
             if "active_leaf" in checks:
-                for key, uid, _leaf, _owner in self.conn.execute(BAD_LEAF_SQL).fetchall():
-                    self.conn.execute(
+                for key, uid, _leaf, _owner in self.db.execute(BAD_LEAF_SQL).fetchall():
+                    self.db.execute(
                         "update sessions set active_leaf_id = (select id from turns "
                         "where session_id = ? order by seq desc limit 1) where id = ?",
                         [key, key],
                     )
-                    new = self.conn.execute(
+                    new = self.db.execute(
                         "select t.uid from sessions s left join turns t on t.id = s.active_leaf_id"
                         " where s.id = ?",
                         [key],
@@ -393,7 +391,7 @@ class MaintenanceMixin(RetentionMixin):
             if "path_values" in checks:
                 # parent sessions first: a fork's root continues from its fork turn
                 sessions = sorted(
-                    (self._session_row(uid)[0], uid)
+                    (self.db.session_row(uid)[0], uid)
                     for uid in {f.session for f in findings if f.check == "path_values"}
                     if uid
                 )
@@ -401,7 +399,7 @@ class MaintenanceMixin(RetentionMixin):
                     changed = self._recompute_path_values(key)
                     actions.append(f"session {uid!r}: recomputed path values of {changed} turns")
         if "wal" in checks:
-            busy, log, done = self.conn.execute("pragma wal_checkpoint(truncate)").fetchone()
+            busy, log, done = self.db.execute("pragma wal_checkpoint(truncate)").fetchone()
             actions.append(
                 f"checkpointed the WAL ({done} of {log} pages"
                 + (", another connection was busy" if busy else "")
@@ -424,7 +422,7 @@ class MaintenanceMixin(RetentionMixin):
             new = [getattr(expected, name) for name in STRUCTURAL]
             if new != [getattr(stored, name) for name in STRUCTURAL]:
                 changed += 1
-                self.conn.execute(
+                self.db.execute(
                     "update turns set depth = ?, path_tokens = ?, context_tokens = ?, "
                     "compaction_id = ?, compaction_count = ?, run_start_seq = ?, "
                     "run_parent_id = ? where id = ?",
