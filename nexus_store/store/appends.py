@@ -19,7 +19,7 @@ from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store.db import Handle, unstorable, utc_now
-from nexus_store.store.pathvalues import PathRow, child_row, path_values
+from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
 from nexus_store.store.sql import (
     INSERT_MESSAGE_SQL,
@@ -351,7 +351,7 @@ def turn_values(
     )
     values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
     values.update(fields)
-    values.update(path._asdict())
+    values.update(zip(PathValues._fields, path, strict=True))
     values.update(
         id=key,
         session_id=session_key,

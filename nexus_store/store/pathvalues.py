@@ -137,16 +137,17 @@ def path_values(
         context_tokens = tokens + (0 if base is None else base.context_tokens)
         compaction_id = None if base is None else base.compaction_id
         count = 0 if base is None else base.compaction_count
+    # (positional: an append is the hot path, and keywords cost a third more here)
     return PathValues(
-        depth=depth,
-        path_tokens=path_tokens,
-        context_tokens=context_tokens,
-        compaction_id=compaction_id,
-        compaction_count=count,
-        run_start_seq=run_start,
-        run_parent_id=run_parent,
-        active_model_json=model_json,
-        active_thinking_level=thinking,
+        depth,
+        path_tokens,
+        context_tokens,
+        compaction_id,
+        count,
+        run_start,
+        run_parent,
+        model_json,
+        thinking,
     )
 
 
@@ -166,22 +167,33 @@ def child_row(
     compaction_uid = (
         uid if kind == "compaction" else (None if base is None else base.compaction_uid)
     )
+    (
+        depth,
+        path_tokens,
+        context_tokens,
+        compaction_id,
+        count,
+        run_start,
+        run_parent,
+        model,
+        level,
+    ) = values
     return PathRow(
-        id=key,
-        seq=seq,
-        depth=values.depth,
-        tokens=tokens,
-        path_tokens=values.path_tokens,
-        context_tokens=values.context_tokens,
-        compaction_id=values.compaction_id,
-        compaction_count=values.compaction_count,
-        active_model_json=values.active_model_json,
-        active_thinking_level=values.active_thinking_level,
-        run_start_seq=values.run_start_seq,
-        run_parent_id=values.run_parent_id,
-        kind=kind,
-        uid=uid,
-        compaction_uid=compaction_uid,
+        key,
+        seq,
+        depth,
+        tokens,
+        path_tokens,
+        context_tokens,
+        compaction_id,
+        count,
+        model,
+        level,
+        run_start,
+        run_parent,
+        kind,
+        uid,
+        compaction_uid,
     )
 
 
