@@ -345,12 +345,11 @@ class PostgresDialect(Dialect):
 
     def configure(self, db: Handle, synchronous: str, busy_timeout: float) -> None:
         """A 30 s lock timeout; ``synchronous_commit`` from the synchronous mode."""
-        raw = db.conn.raw
-        raw.execute("set lock_timeout = '30s'")
+        db.execute("set lock_timeout = '30s'")
         if synchronous == "FULL":
-            raw.execute("set synchronous_commit = on")
+            db.execute("set synchronous_commit = on")
         elif synchronous != "NORMAL":
-            raw.execute("set synchronous_commit = off")
+            db.execute("set synchronous_commit = off")
 
     def check_ours(self, db: Handle) -> None:
         """Refuse a database whose ``sessions`` table is another program's."""
