@@ -93,7 +93,6 @@ class Handle:
         self.where = where
         self.filename = filename
         self.sqlite_db = sqlite_db
-        self.last_turn_key: int | None = None  # the key of the turn an append just wrote
 
     # -- the one door to the driver ---------------------------------------------------
 
