@@ -58,13 +58,6 @@ where (cast(:session as bigint) is null or t.session_id = :session)
 order by t.session_id, t.seq
 """
 
-# One turn's row by key, as a parent (a fork turn of another session, a parent
-# stored after its child).
-_ROW_SQL = (
-    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
-    "where t.id = ?"
-)
-
 # A persisted active leaf that is missing or belongs to another session.
 BAD_LEAF_SQL = """
 select s.id, s.uid, s.active_leaf_id, t.session_id
@@ -312,10 +305,7 @@ class Doctor:
 
     def _row(self, rows: dict[int, PathRow], key: int) -> PathRow | None:
         found = rows.get(key)
-        if found is None:
-            row = self.db.execute(_ROW_SQL, [key]).fetchone()
-            found = None if row is None else PathRow._make(row)
-        return found
+        return found if found is not None else self.db.parent_row(key)
 
     def _check_path_values(self, found: list[DoctorFinding]) -> int:
         checked = 0
