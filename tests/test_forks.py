@@ -9,13 +9,18 @@ through doctor, doctor --fix and gc, and every leaf's context must stay the same
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nexus_store import Store
+from tests.reference import reference_context
+from tests.test_assembly_property import trees
 from tests.test_conformance import BACKENDS, open_backend
 
 pytest_plugins = ["tests.pg_server"]
@@ -132,3 +137,44 @@ class TestForksUnderMaintenance:
         assert backend.doctor().findings == []
         assert backend.doctor(fix=True).ok
         assert contexts(backend) == before
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(entries=trees(), where=st.integers(min_value=0))
+def test_random_forks_match_the_reference_and_doctor_agrees(
+    backend: Store, entries: list[dict[str, Any]], where: int
+) -> None:
+    """A fork at any turn of a random tree: its context is the reference's for the fork
+    turn's path plus the fork's own turns, and doctor (which recomputes path values with
+    the rule appends use) finds nothing to repair."""
+    source = uuid.uuid4().hex
+    parent, _ = backend.ingest(
+        {"type": "session", "id": source, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"},
+        ((i + 1, dict(e), None) for i, e in enumerate(entries)),
+        source_format="pi",
+        source_id=source,
+    )
+    fork_at = entries[where % len(entries)]["id"]
+    fork = backend.create_session(parent_session=parent, fork_turn=fork_at)
+    first = backend.append_message(fork.id, user("forked one"))
+    second = backend.append_message(fork.id, user("forked two"))
+    tail = [
+        {"type": "message", "id": first.id, "parentId": fork_at, "message": first.entry["message"]},
+        {
+            "type": "message",
+            "id": second.id,
+            "parentId": first.id,
+            "message": second.entry["message"],
+        },
+    ]
+    want = reference_context([*entries, *tail], second.id)
+    before = backend.context(fork.id)
+    assert before.messages == want["messages"]
+    report = backend.doctor()
+    assert not [f for f in report.findings if f.check == "path_values"], report.findings
+    backend.doctor(fix=True)
+    assert backend.context(fork.id) == before
