@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import DatabaseBusy, SessionNotFound, TurnNotFound
+from nexus_store.errors import DatabaseBusy, ReadOnlyError, SessionNotFound, TurnNotFound
 from nexus_store.rows import is_storable_text
 from nexus_store.store.pathvalues import PARENT_COLUMNS, PathRow
 
@@ -75,6 +75,8 @@ class Handle:
         where: The file or server, for messages (a URL without its password).
         filename: The database file (None in memory or on a server).
         sqlite_db: The `sqlite_utils.Database` around ``conn`` (SQLite only).
+        read_only: Why the database cannot be written (a read-only file or folder),
+            or None when it can; `atomic` then refuses every write.
     """
 
     counter: TokenCounter
@@ -87,8 +89,10 @@ class Handle:
         where: str,
         filename: Path | None = None,
         sqlite_db: sqlite_utils.Database | None = None,
+        read_only: str | None = None,
     ) -> None:
         self.conn = conn
+        self.read_only = read_only
         self.dialect = dialect
         self.where = where
         self.filename = filename
@@ -129,7 +133,15 @@ class Handle:
         The outermost block begins with the dialect's statement (SQLite takes the
         write lock at once, ``BEGIN IMMEDIATE``), retrying with backoff while another
         process holds the lock, up to `BUSY_RETRY_SECONDS`; then `DatabaseBusy`.
+
+        Raises:
+            ReadOnlyError: If the database cannot be written (`read_only`).
         """
+        if self.read_only:
+            raise ReadOnlyError(
+                f"cannot write to {self.filename}: {self.read_only}; reading works, nothing was "
+                "changed"
+            )
         if self.conn.in_transaction:
             # A fixed savepoint name keeps the statements in sqlite3's cache (appends
             # inside a caller's atomic() are the batched hot path); names may nest, on

@@ -197,35 +197,46 @@ class SqliteDialect(Dialect):
     @staticmethod
     def connect(
         path: str | Path | sqlite_utils.Database | None, *, memory: bool, busy_timeout: float
-    ) -> tuple[sqlite_utils.Database, Path | None, bool]:
-        """Open (or create, owner-only) the file: ``(database, filename, created)``.
+    ) -> tuple[sqlite_utils.Database, Path | None, bool, str | None]:
+        """Open (or create, owner-only) the file.
+
+        Returns:
+            ``(database, filename, created, read_only)``: ``read_only`` says why an
+            existing file cannot be written (a read-only file or folder), else None;
+            such a file is opened read-only, and reading works.
 
         Raises:
             StoreOpenError: If the path is not a SQLite database or cannot be created.
         """
         if isinstance(path, sqlite_utils.Database):
             path.conn.isolation_level = None
-            return path, None, False
+            return path, None, False, None
         if memory or path is None or str(path) == ":memory:":
             if path is None and not memory:
                 raise ValueError("give a database path, or memory=True")
             conn = connection.connect(":memory:", timeout=busy_timeout)
-            return sqlite_utils.Database(conn, execute_plugins=False), None, False
+            return sqlite_utils.Database(conn, execute_plugins=False), None, False, None
         filename = Path(path)
         created = False
+        read_only = None
         if filename.exists():
             connection.check_existing(filename)
+            read_only = connection.read_only_reason(filename)
         else:
             connection.create_private(filename)
             created = True
-        conn = connection.connect(str(filename), timeout=busy_timeout)
-        return sqlite_utils.Database(conn, execute_plugins=False), filename, created
+        if read_only:
+            conn = connection.connect_read_only(filename, timeout=busy_timeout)
+        else:
+            conn = connection.connect(str(filename), timeout=busy_timeout)
+        database = sqlite_utils.Database(conn, execute_plugins=False)
+        return database, filename, created, read_only
 
     def configure(self, db: Handle, synchronous: str, busy_timeout: float) -> None:
         """WAL, the synchronous mode, foreign keys, a busy timeout."""
         conn = db.conn
         try:
-            if db.filename is not None:
+            if db.filename is not None and not db.read_only:
                 mode = conn.execute("pragma journal_mode=wal").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreOpenError(f"cannot switch {db.filename} to WAL mode (got {mode})")
@@ -259,6 +270,9 @@ class SqliteDialect(Dialect):
         """sqlite-utils migrations from ``schema/``, retried while another process migrates."""
         assert db.sqlite_db is not None  # a SQLite handle always has one
         migrations = migrate.build_migrations()
+        if db.read_only:
+            migrate.refuse_pending(db.sqlite_db, migrations, f"{db.read_only}; nothing was changed")
+            return
         for attempt in range(100):
             try:
                 migrate.ensure_current(db.sqlite_db, migrations)

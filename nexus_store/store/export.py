@@ -18,10 +18,17 @@ from typing import IO, Any, TextIO, cast
 from nexus_store.errors import NexusError
 from nexus_store.formats import apply_patch, write_ndjson, write_pi
 from nexus_store.store.db import Handle
-from nexus_store.store.ingest import Ingest
+from nexus_store.store.ingest import HEADER_KEY, Ingest
 from nexus_store.store.reading import Reading
 
-__all__ = ["Export"]
+__all__ = ["ACTIVE_AND_LAST_SQL", "Export"]
+
+# A session's active leaf and its last turn (the entry an export writes last).
+ACTIVE_AND_LAST_SQL = """
+select (select uid from turns where id = s.active_leaf_id),
+       (select uid from turns where session_id = s.id order by seq desc limit 1)
+from sessions s where s.id = ?
+"""
 
 
 class Export:
@@ -152,6 +159,29 @@ class Export:
             )
         return str(session_id)
 
+    def _declare_active_leaf(self, session_id: str, header: dict[str, Any]) -> dict[str, Any]:
+        """The header, naming the active leaf when it is not the last entry written.
+
+        pi takes the last entry of a file as the leaf, so a session navigated back to an
+        earlier turn would lose where it was (issue 15); the header then carries
+        ``{"nexusStore": {"activeLeafId": ...}}``, which import reads back and pi
+        ignores. Otherwise the key is left out, so an import's export is unchanged.
+        """
+        row = self.db.execute(ACTIVE_AND_LAST_SQL, [self.db.session_key(session_id)]).fetchone()
+        declared = header.get(HEADER_KEY)
+        if not isinstance(declared, dict):
+            declared = None  # not ours to interpret; replaced only if a leaf must be named
+        ours = dict(declared or {})
+        ours.pop("activeLeafId", None)
+        if row is not None and row[0] is not None and row[0] != row[1]:
+            ours["activeLeafId"] = row[0]
+        elif declared is None:
+            return header
+        out = {k: v for k, v in header.items() if k != HEADER_KEY}
+        if ours:
+            out[HEADER_KEY] = ours
+        return out
+
     def export_jsonl(
         self,
         session_id: str,
@@ -178,6 +208,8 @@ class Export:
         if format not in writers:
             raise NexusError(f"unknown export format {format!r}; choose pi or ndjson")
         header = self.export_header(session_id)
+        if format == "pi" and leaf_id is None:
+            header = self._declare_active_leaf(session_id, header)
         entries = self.iter_export_entries(session_id, leaf_id)
         if isinstance(out, (str, Path)):
             target = Path(out)

@@ -74,6 +74,7 @@ class Store:
         filename: The database file (None in memory or on a server).
         counter: The token counter.
         handle: The `Handle` the parts share.
+        read_only: Why this store cannot write (a read-only file or folder), or None.
 
     Raises:
         StoreOpenError: If the path cannot be opened as a nexus_store database.
@@ -104,6 +105,8 @@ class Store:
         self.db: sqlite_utils.Database | None = handle.sqlite_db
         self.filename: Path | None = handle.filename
         self.counter: TokenCounter = handle.counter
+        self.read_only: str | None = handle.read_only
+        """Why this store cannot write (a read-only file or folder), or None when it can."""
         self._reading = Reading(handle)
         self._sessions = Sessions(handle, self._reading)
         self._appends = Appends(handle, self._reading)

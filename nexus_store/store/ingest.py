@@ -14,24 +14,21 @@ overwritten.
 
 from __future__ import annotations
 
-import itertools
 import json
-import sys
+import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nexus_store.countproc import CountingProcess, CountingProcessError
 from nexus_store.errors import ConflictError, InvalidEntry
-from nexus_store.rows import dumps, is_storable_text, message_rows, turn_payload
+from nexus_store.rows import dumps, is_storable_text, message_rows
 from nexus_store.store import appends
+from nexus_store.store.batches import BATCH, Item, Payload, prepared_batches
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.pathvalues import PathRow
 from nexus_store.store.reading import Reading
 from nexus_store.store.search import Search
 from nexus_store.store.sql import INSERT_MESSAGE_SQL, PARENT_BY_UID_SQL, TURN_COLUMNS
-from nexus_store.tokens import Cl100kCounter, count_payloads, message_payload
 
 __all__ = ["Ingest", "IngestCounts", "ProblemSink"]
 
@@ -132,16 +129,22 @@ class Ingest:
             )
             self.db.lock_session(session_id)
             run = _Run(self, session_key, session_id, counts, problem)
-            for prepared in _prepared_batches(entries, self.db.counter):
+            for prepared in prepared_batches(entries, self.db.counter):
                 run.process(*prepared)
             run.finish()
+            if run.added:
+                # An export of a session whose active leaf was not its last entry names
+                # the leaf in its header (issue 15); pi ignores the key.
+                leaf = active_leaf_of(header)
+                if leaf is not None:
+                    self.db.execute(SET_DECLARED_LEAF_SQL, [session_key, leaf, session_key])
         return session_id, counts
 
     def write_entries(
         self,
         session_key: int,
         session_id: str,
-        entries: Iterable[_Item],
+        entries: Iterable[Item],
         problem: ProblemSink,
     ) -> tuple[IngestCounts, int]:
         """Append entries to a session with the importer's batched writer (in a transaction).
@@ -154,7 +157,7 @@ class Ingest:
         """
         counts = IngestCounts()
         run = _Run(self, session_key, session_id, counts, problem)
-        for prepared in _prepared_batches(entries, self.db.counter):
+        for prepared in prepared_batches(entries, self.db.counter):
             run.process(*prepared)
         run.complete()
         return counts, run.last_seq
@@ -205,7 +208,7 @@ class Ingest:
                 uid,
                 cwd,
                 created,
-                _now(),
+                created,  # the import sets it to the newest turn's time
                 parent_key,
                 source_format,
                 source_path,
@@ -217,7 +220,25 @@ class Ingest:
         return key, uid
 
 
-_BATCH = 500
+HEADER_KEY = "nexusStore"
+"""The header key an export writes the active leaf under: ``{"activeLeafId": ...}``."""
+
+# Point the session at the turn its header names, when the session has it.
+SET_DECLARED_LEAF_SQL = """
+update sessions set active_leaf_id = coalesce(
+    (select id from turns where session_id = ? and uid = ?), active_leaf_id)
+where id = ?
+"""
+
+
+def active_leaf_of(header: Mapping[str, Any]) -> str | None:
+    """The active leaf a header declares (``{"nexusStore": {"activeLeafId": ...}}``), or None."""
+    ours = header.get(HEADER_KEY)
+    leaf = ours.get("activeLeafId") if isinstance(ours, dict) else None
+    return leaf if isinstance(leaf, str) and is_storable_text(leaf) else None
+
+
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")  # a timestamp that sorts as text
 _CACHE = 10_000
 
 _LOOKUP = 500
@@ -228,73 +249,6 @@ _STORED_SQL = (
     + ", ".join(["?"] * _LOOKUP)
     + ")"
 )
-
-_Item = tuple[int, dict[str, Any], Mapping[str, Any] | None]
-_Payload = tuple[str, frozenset[str], list[dict[str, Any]]]
-_Prepared = tuple[list[_Item], list[_Payload], list[int]]
-
-
-def _prepared_batches(entries: Iterable[_Item], counter: Any) -> Iterator[_Prepared]:
-    """Batches of entries with their token counts; counting overlaps the rest.
-
-    Token counting is the one long step that runs without the GIL (tiktoken's encoder
-    releases it), so it alone goes to a second thread: while batch N is counted there,
-    this thread parses batch N+1 and then writes batch N (SQLite releases the GIL too).
-    Parsing stays here: two threads both running Python would only take turns. From
-    the second batch on, the built-in tiktoken counter counts in a helper process once
-    that is ready (see `nexus_store.countproc`: the counting thread otherwise waits for
-    the GIL about as long as it counts). At most two batches are in flight, so memory
-    stays flat. An error on either side is raised here, and stopping early waits for
-    at most one batch being counted.
-    """
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-count")
-    helper: CountingProcess | None = None
-
-    def count(payloads: list[tuple[list[str], int]]) -> list[int]:
-        if helper is not None and helper.ready():
-            try:
-                return helper.count(payloads)
-            except CountingProcessError:
-                pass  # counted here instead, from now on (same counter, same counts)
-        return count_payloads(counter, payloads)
-
-    try:
-        pending: tuple[list[_Item], list[_Payload], Future[list[int]]] | None = None
-        batch: list[_Item] = []
-        batches = 0
-        for item in itertools.chain(entries, [None]):
-            if item is not None:
-                batch.append(item)
-                if len(batch) < _BATCH:
-                    continue
-            ready = None
-            if batch:
-                batches += 1
-                if batches == 2 and helper is None and type(counter) is Cl100kCounter:
-                    helper = _start_helper(counter.name)
-                payloads = [turn_payload(entry) for _, entry, _ in batch]
-                texts = [message_payload(m) for _, _, messages in payloads for m in messages]
-                ready = (batch, payloads, pool.submit(count, texts))
-                batch = []
-            if pending is not None:
-                done, done_payloads, counted = pending
-                yield done, done_payloads, counted.result()
-            pending = ready
-        if pending is not None:
-            yield pending[0], pending[1], pending[2].result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if helper is not None:
-            helper.close()
-
-
-def _start_helper(counter_name: str) -> CountingProcess | None:
-    if sys.platform == "win32":  # select() does not wait on pipes there: count here
-        return None
-    try:
-        return CountingProcess(counter_name)
-    except OSError:  # no interpreter to run (an embedded or frozen Python): count here
-        return None
 
 
 class _SeenIds:
@@ -378,6 +332,8 @@ class _Run:
         self.pending_messages: list[dict[str, Any]] = []
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
+        self.added = 0  # turns this run stored
+        self.newest: str | None = None  # the newest ISO timestamp among them
         self.title: str | None = None
         self.paused_index = part.search.bulk_index_begin()
         self.batch_uids: list[str] = []
@@ -385,7 +341,7 @@ class _Run:
 
     def _next_key(self) -> int:
         if not self._keys:
-            self._keys = self.db.allocate_keys(_BATCH, self._last_key_given + 1)
+            self._keys = self.db.allocate_keys(BATCH, self._last_key_given + 1)
             self._keys.reverse()
         key = self._keys.pop()
         self._last_key_given = key
@@ -393,7 +349,7 @@ class _Run:
 
     # -- batches -----------------------------------------------------------------------
 
-    def process(self, batch: list[_Item], payloads: list[_Payload], counted: list[int]) -> None:
+    def process(self, batch: list[Item], payloads: list[Payload], counted: list[int]) -> None:
         tokens = iter(counted)
         self.batch_uids = [e["id"] for _, e, _ in batch if isinstance(e.get("id"), str)]
         self.stored = None  # looked up on the first id this batch checks
@@ -425,13 +381,29 @@ class _Run:
         self.paused_index = None
 
     def finish(self) -> None:
-        """`complete`, then point the session at the last turn stored."""
+        """`complete`, then point the session at the last turn stored.
+
+        A run that stored nothing changes nothing (issue 15: a re-import moved
+        ``updated_utc`` and so ``latest``). Otherwise ``updated_utc`` becomes the newest
+        turn's time (or now when no entry carries one), never moving backwards, so
+        ``latest`` is the latest conversation, not the last file imported.
+        """
         self.complete()
+        if not self.added:
+            return
         if self.last_key is not None:
+            (updated,) = self.db.execute(
+                "select updated_utc from sessions where id = ?", [self.session_key]
+            ).fetchone()
             self.db.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
                 "where id = ?",
-                [self.last_key, _now(), self.last_seq, self.session_key],
+                [
+                    self.last_key,
+                    max(updated, self.newest or _now()),
+                    self.last_seq,
+                    self.session_key,
+                ],
             )
         if self.title:
             self.db.execute(
@@ -586,6 +558,10 @@ class _Run:
         self._remember(uid, child)
         self.last_seq += 1
         self.last_key = key
+        self.added += 1
+        stamp = entry.get("timestamp")
+        if isinstance(stamp, str) and _ISO.match(stamp) and (self.newest or "") < stamp:
+            self.newest = stamp
         self.counts.turns += 1
         if kind == "message":
             self.counts.messages += len(messages)

@@ -57,9 +57,18 @@ def open_handle(
         return handle
     sqlite = SqliteDialect()
     sqlite.check_synchronous(mode, synchronous)
-    database, filename, created = sqlite.connect(path, memory=memory, busy_timeout=busy_timeout)
+    database, filename, created, read_only = sqlite.connect(
+        path, memory=memory, busy_timeout=busy_timeout
+    )
     where = str(filename) if filename is not None else ":memory:"
-    handle = Handle(database.conn, sqlite, where=where, filename=filename, sqlite_db=database)
+    handle = Handle(
+        database.conn,
+        sqlite,
+        where=where,
+        filename=filename,
+        sqlite_db=database,
+        read_only=read_only,
+    )
     try:
         sqlite.check_ours(handle)  # before any pragma: refuse a foreign file untouched
         if filename is not None and not created:
@@ -88,6 +97,8 @@ def resolve_counter(handle: Handle, counter: str | TokenCounter | None) -> Token
     else:
         chosen = counter
     if recorded is None:
+        if handle.read_only:  # a read-only file records nothing; it is read with chosen
+            return chosen
         with handle.atomic():
             handle.execute(handle.dialect.statements.insert_setting, ["token_counter", chosen.name])
     elif recorded != chosen.name:
