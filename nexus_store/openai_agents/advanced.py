@@ -24,7 +24,7 @@ from typing import Any
 
 from nexus_store.openai_agents.session import NexusSession
 from nexus_store.store import Store
-from nexus_store.store.core import utc_now
+from nexus_store.store.db import utc_now
 
 __all__ = ["NexusAdvancedSession"]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from nexus_store.assemble import build_messages
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["AgentSessions"]
 

@@ -19,17 +19,25 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import InvalidQuery
 from nexus_store.rows import is_storable_text
+from nexus_store.store.db import Handle
+from nexus_store.store.snippets import WINDOW_CHARS, WindowSnippets
 
-__all__ = ["SUMMARY_ROLES", "SearchHit", "SearchMixin", "literal_query"]
+__all__ = ["SUMMARY_ROLES", "Search", "SearchHit", "literal_query"]
 
 SUMMARY_ROLES = {"compaction": "compactionSummary", "branch_summary": "branchSummary"}
 """The role a summary hit reports: the role of the message pi's assembly makes of it."""
 
 # Matches in message text, best first. The FTS table drives the loop, so SQLite
 # takes its rank order (no sort) and computes a snippet only for rows it returns.
+# FTS5's snippet costs the square of the hits in one text (issue 15: 300 s for a
+# 1 MB tool output repeating the word), so it runs only on texts of at most :window
+# characters; a longer text gives NULL here and its key, and gets its snippet from
+# a bounded window (nexus_store.store.snippets).
 SEARCH_MESSAGES_SQL = """
 select s.uid, t.uid, t.kind, m.role, m.tool_name, m.idx,
-       snippet(messages_fts, 0, :open, :close, '…', :tokens), messages_fts.rank
+       case when length(m.text) <= :window
+            then snippet(messages_fts, 0, :open, :close, '…', :tokens) end,
+       messages_fts.rank, m.id
 from messages_fts
 join messages m on m.id = messages_fts.rowid
 join turns t on t.id = m.turn_id
@@ -48,7 +56,9 @@ SEARCH_SUMMARIES_SQL = """
 select s.uid, t.uid, t.kind,
        case t.kind when 'compaction' then 'compactionSummary'
                    when 'branch_summary' then 'branchSummary' end,
-       snippet(summaries_fts, 0, :open, :close, '…', :tokens), summaries_fts.rank
+       case when length(t.summary) <= :window
+            then snippet(summaries_fts, 0, :open, :close, '…', :tokens) end,
+       summaries_fts.rank, t.id
 from summaries_fts
 join turns t on t.id = summaries_fts.rowid
 join sessions s on s.id = t.session_id
@@ -107,6 +117,9 @@ from turns t join messages m on m.turn_id = t.id
 where t.session_id = ?
 """
 SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
+# The whole text of a long hit, for its bounded snippet.
+MESSAGE_TEXT_SQL = "select coalesce(text, '') from messages where id = ?"
+SUMMARY_TEXT_SQL = "select coalesce(summary, '') from turns where id = ?"
 _ALL_ROWIDS = (-(2**63), 2**63 - 1)
 
 _SYNTAX_HINT = (
@@ -168,46 +181,54 @@ def literal_query(text: str) -> str:
 _MESSAGE_TRIGGER = "messages_fts_after_insert"
 
 
-class SearchMixin:
-    """The search method of `Store` (see there)."""
+class Search:
+    """Full-text search (``Store.search``) and the pause of its index for bulk writes.
 
-    conn: sqlite3.Connection
+    SQLite searches FTS5 (BM25); a backend without ``capabilities.fts_bm25``
+    (PostgreSQL) searches its GIN text indexes with the same filters.
 
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
+    Args:
+        db: The database handle.
+    """
 
-    def _bulk_index_begin(self) -> tuple[int, str] | None:
+    def __init__(self, db: Handle) -> None:
+        self.db = db
+
+    def bulk_index_begin(self) -> tuple[int, str] | None:
         """Pause the per-row message index trigger for a bulk write (inside its transaction).
 
         Indexing 500 rows with one ``insert ... select`` at the end costs about a third
         of firing the trigger once per row. The trigger is dropped and re-created in
         the caller's transaction, so other connections never see it missing, and a
-        rollback restores it.
+        rollback restores it. PostgreSQL's search indexes are GIN indexes on
+        expressions: nothing to pause there.
 
         Returns:
-            What `_bulk_index_end` needs (the last message key before the bulk write
+            What `bulk_index_end` needs (the last message key before the bulk write
             and the trigger's SQL), or None when there is no trigger to pause.
         """
-        row = self.conn.execute(
+        if not self.db.dialect.capabilities.fts_bm25:
+            return None
+        row = self.db.execute(
             "select sql from sqlite_master where type = 'trigger' and name = ?",
             [_MESSAGE_TRIGGER],
         ).fetchone()
         if row is None:
             return None
-        top = int(self.conn.execute("select coalesce(max(id), 0) from messages").fetchone()[0])
-        self.conn.execute(f"drop trigger {_MESSAGE_TRIGGER}")
+        top = int(self.db.execute("select coalesce(max(id), 0) from messages").fetchone()[0])
+        self.db.execute(f"drop trigger {_MESSAGE_TRIGGER}")
         return top, str(row[0])
 
-    def _bulk_index_end(self, paused: tuple[int, str] | None) -> None:
-        """Index the messages written since `_bulk_index_begin` and restore the trigger."""
+    def bulk_index_end(self, paused: tuple[int, str] | None) -> None:
+        """Index the messages written since `bulk_index_begin` and restore the trigger."""
         if paused is None:
             return
         top, trigger_sql = paused
-        self.conn.execute(
+        self.db.execute(
             "insert into messages_fts (rowid, text) select id, text from messages where id > ?",
             [top],
         )
-        self.conn.execute(trigger_sql)
+        self.db.execute(trigger_sql)
 
     def search(
         self,
@@ -267,7 +288,7 @@ class SearchMixin:
             query = literal_query(query)
         elif not query.strip():
             raise InvalidQuery("the search query is empty; give at least one word")
-        session_key = None if session is None else self._session_row(session)[0]
+        session_key = None if session is None else self.db.session_row(session)[0]
         params: dict[str, Any] = {
             "query": query,
             "session": session_key,
@@ -275,6 +296,7 @@ class SearchMixin:
             "close": markers[1],
             "tokens": snippet_tokens,
             "limit": limit,
+            "window": WINDOW_CHARS,
         }
         hits: list[SearchHit] = []
         for row in self._message_matches({**params, "role": role, "tool": tool}):
@@ -310,22 +332,56 @@ class SearchMixin:
         return hits[:limit]
 
     def _message_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Rows of SEARCH_MESSAGES_SQL (the PostgreSQL store has its own)."""
+        """Rows of SEARCH_MESSAGES_SQL (or of PG_SEARCH_MESSAGES_SQL)."""
+        if not self.db.dialect.capabilities.fts_bm25:
+            rows = self.db.execute(PG_SEARCH_MESSAGES_SQL, _pg_search_params(params))
+            return list(rows.fetchall())
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
-            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
-        return self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+            bounds = self.db.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
+        rows = self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        return self._bounded_snippets(rows, 6, params)
 
     def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Rows of SEARCH_SUMMARIES_SQL (the PostgreSQL store has its own)."""
+        """Rows of SEARCH_SUMMARIES_SQL (or of PG_SEARCH_SUMMARIES_SQL)."""
+        if not self.db.dialect.capabilities.fts_bm25:
+            rows = self.db.execute(PG_SEARCH_SUMMARIES_SQL, _pg_search_params(params))
+            return list(rows.fetchall())
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
-            bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
-        return self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+            bounds = self.db.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
+        rows = self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        return self._bounded_snippets(rows, 4, params)
+
+    def _bounded_snippets(
+        self, rows: list[tuple[Any, ...]], column: int, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Fill the snippets the query left out (long texts) from a window; drop the key column.
+
+        Column 6 is a message's snippet (the key is a message), column 4 a summary's.
+        """
+        if all(row[column] is not None for row in rows):
+            return [row[:-1] for row in rows]
+        windows = WindowSnippets()
+        try:
+            out = []
+            for row in rows:
+                if row[column] is None:
+                    text = self.db.execute(
+                        MESSAGE_TEXT_SQL if column == 6 else SUMMARY_TEXT_SQL, [row[-1]]
+                    ).fetchone()[0]
+                    snippet = windows.snippet(
+                        text, params["query"], (params["open"], params["close"]), params["tokens"]
+                    )
+                    row = (*row[:column], snippet, *row[column + 1 :])
+                out.append(row[:-1])
+            return out
+        finally:
+            windows.close()
 
     def _fts_rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         try:
-            return self.conn.execute(sql, params).fetchall()
+            return list(self.db.execute(sql, params).fetchall())
         except sqlite3.OperationalError as err:
             text = str(err)
             if any(marker in text for marker in _FTS_ERRORS):
@@ -333,3 +389,19 @@ class SearchMixin:
                     f"invalid search query {params['query']!r} ({text}). {_SYNTAX_HINT}"
                 ) from None
             raise
+
+
+def _pg_search_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The search parameters, with the snippet's markers and length for ts_headline."""
+    for marker in (params["open"], params["close"]):
+        if '"' in marker or "," in marker:
+            raise InvalidQuery(
+                f"snippet marker {marker!r} holds a double quote or a comma, which "
+                "PostgreSQL's ts_headline options cannot carry; choose another marker"
+            )
+    words = max(2, int(params["tokens"]))
+    headline = (
+        f'StartSel="{params["open"]}", StopSel="{params["close"]}", '
+        f"MaxWords={words}, MinWords={max(1, words // 2)}, ShortWord=0"
+    )
+    return {**params, "headline": headline}
