@@ -18,6 +18,7 @@ from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.service import serve
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -68,5 +69,6 @@ for command in (
     doctor,
     gc,
     copy,
+    serve,
 ):
     cli.add_command(command)
