@@ -18,6 +18,7 @@ from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.openclaw import openclaw
 from nexus_store.cli.service import serve
 from nexus_store.cli.transfer import export, import_
 
@@ -70,5 +71,6 @@ for command in (
     gc,
     copy,
     serve,
+    openclaw,
 ):
     cli.add_command(command)

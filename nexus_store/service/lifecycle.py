@@ -101,7 +101,7 @@ class EngineCalls:
             HOST, key, session_id, cwd=cwd if isinstance(cwd, str) else None
         )
 
-    def _engine(self, params: Mapping[str, Any]) -> ContextEngine:
+    def _engine(self, params: Mapping[str, Any], *, window_from_budget: bool = False) -> ContextEngine:
         options = params.get("options") or {}
         if not isinstance(options, dict):
             raise RequestError("'options' must be an object")
@@ -116,7 +116,9 @@ class EngineCalls:
             if value is not None:
                 config[field] = value
         budget = _int(params, "tokenBudget")
-        if "context_window" not in config and budget:
+        reserve = config.get("reserve_tokens_floor", 20_000) + config.get("soft_threshold_tokens", 4_000)
+        if window_from_budget and "context_window" not in config and budget and budget > reserve:
+            # afterTurn: OpenClaw's budget is the model's window (the trigger formula's input)
             config["context_window"] = budget
         try:
             compaction = CompactionConfig(**config)
@@ -184,6 +186,11 @@ class EngineCalls:
         with self.lock:
             session = self._session(params)
             engine = self._engine(params)
+            stored = self.store.get_session(session.session_id)
+            fresh = not stored.turn_count and not stored.fork_turn
+            if fresh and "messages" not in params and not self.sessions.commits(stored.id):
+                # a session never seen: ask for OpenClaw's history once, to import it
+                return {"needsHistory": True}
             imported = self._import_once(session, host_messages)
             stored = self.store.get_session(session.session_id)
             if stored.turn_count == 0 and stored.parent_session and stored.fork_turn:
@@ -222,7 +229,7 @@ class EngineCalls:
         """Proactive compaction when the trigger formula fires (no message is stored)."""
         with self.lock:
             session = self._session(params)
-            engine = self._engine(params)
+            engine = self._engine(params, window_from_budget=True)
             if params.get("isHeartbeat") or _int(params, "tokenBudget") is None:
                 return {"compacted": False}
             result = engine.after_turn(session.session_id)
@@ -247,7 +254,7 @@ class EngineCalls:
             )
             summary = None
             if outcome.turn_id is not None:
-                summary = self.store.get_turn(session.session_id, outcome.turn_id).summary
+                summary = self.store.get_turn(session.session_id, outcome.turn_id).entry.get("summary")
         result: dict[str, Any] = {"ok": outcome.ok, "compacted": outcome.compacted}
         if outcome.reason:
             result["reason"] = outcome.reason

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -238,6 +239,14 @@ def serve(
                 app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
             )
             server = uvicorn.Server(config)
+            # uvicorn re-raises SIGTERM after its graceful shutdown (exit status -15); a
+            # service stopped on purpose should exit 0, so it gets handlers of our own
+            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+
+            def stop(signum: int, frame: object) -> None:
+                server.should_exit = True
+
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
             tmp = files.state.with_name(files.state.name + f".{os.getpid()}")
             tmp.write_text(json.dumps(info.__dict__) + "\n", encoding="utf-8")
             os.replace(tmp, files.state)
@@ -246,6 +255,8 @@ def serve(
             try:
                 server.run(sockets=sockets)
             finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
                 for sock in sockets:
                     sock.close()
                 with contextlib.suppress(FileNotFoundError):
@@ -277,10 +288,10 @@ def ensure_running(
     info = running(files)
     if info is not None:
         return info
-    argv = [*(command or [sys.executable, "-m", "nexus_store"]), "serve", "--db", str(files.database)]
+    argv = [*(command or [sys.executable, "-m", "nexus_store"]), "--db", str(files.database), "serve"]
     files.database.parent.mkdir(parents=True, exist_ok=True)
     with open(files.log, "ab") as out:
-        subprocess.Popen(
+        proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
     deadline = time.monotonic() + timeout
@@ -288,5 +299,7 @@ def ensure_running(
         info = running(files)
         if info is not None:
             return info
+        if proc.poll() not in (None, 0):
+            break  # it failed; 0 means another one won the lock and is still binding
         time.sleep(0.05)
     raise ServiceUnavailable(f"the service for {files.database} did not start in {timeout:.0f}s; see {files.log}")
