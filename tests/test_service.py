@@ -169,12 +169,36 @@ class TestCompactAndSpawn:
             json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:sub", "contextMode": "fork"},
         ).json()
         assert prepared["created"]
-        child = client.post("/v1/assemble", json={"sessionKey": "agent:main:sub"}).json()
+        assert client.post("/v1/assemble", json={"sessionKey": "agent:main:sub"}).json() == {
+            "needsHistory": True
+        }
+        child = client.post("/v1/assemble", json={"sessionKey": "agent:main:sub", "messages": []}).json()
         assert [m.get("content") for m in child["messages"]][0] == "parent question"
         assert calls.store.conn.execute("select count(*) from turns").fetchone()[0] == turns
         commit(client, "adv-c1", "child question", "child answer", session="agent:main:sub")
         child = client.post("/v1/assemble", json={"sessionKey": "agent:main:sub"}).json()
         assert [m["role"] for m in child["messages"]] == ["user", "assistant"] * 2
+
+    def test_fork_child_keeps_the_parents_turn_in_progress(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
+        commit(client, "adv-1", "parent question", "parent answer")
+        client.post(
+            "/v1/prepareSubagentSpawn",
+            json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:f", "contextMode": "fork"},
+        )
+        # OpenClaw's fork: the parent's transcript, with the turn still in progress
+        forked = [user("parent question"), assistant("parent answer"), user("spawn a helper")]
+        child = client.post(
+            "/v1/assemble", json={"sessionKey": "agent:main:f", "messages": forked}
+        ).json()
+        assert [m["content"] for m in child["messages"] if m["role"] == "user"] == [
+            "parent question",
+            "spawn a helper",
+        ]
+        assert child["importedMessages"] == 1
+        parent = client.post("/v1/assemble", json={"sessionKey": "agent:main:k"}).json()
+        assert len(parent["messages"]) == 2  # the parent's own turns are untouched
 
     def test_isolated_child_is_empty_and_rollback_removes_it(self, client: TestClient, calls: EngineCalls) -> None:
         commit(client, "adv-1", "parent question", "parent answer")

@@ -63,7 +63,9 @@ def _config_get(command: list[str], path: str) -> Any:
     return value
 
 
-def _plugin_config(database: Path, summarizer: str | None, previous: str) -> dict[str, Any]:
+def _plugin_config(
+    database: Path, summarizer: str | None, previous: str, keep_recent: int | None = None
+) -> dict[str, Any]:
     config: dict[str, Any] = {
         "db": str(database),
         "command": [sys.executable, "-m", "nexus_store"],
@@ -71,6 +73,8 @@ def _plugin_config(database: Path, summarizer: str | None, previous: str) -> dic
     }
     if summarizer:
         config["summarizer"] = summarizer
+    if keep_recent is not None:
+        config["keepRecentTokens"] = keep_recent
     return config
 
 
@@ -106,10 +110,19 @@ def openclaw() -> None:
     type=click.Choice(["extractive", "openai"]),
     help="Compaction summarizer (default: extractive, offline).",
 )
+@click.option(
+    "--keep-recent-tokens",
+    type=click.IntRange(min=0),
+    help="Tokens a compaction keeps verbatim (default: nexus_store's 20,000).",
+)
 @json_option
 @click.pass_context
 def install(
-    ctx: click.Context, openclaw_cmd: str | None, summarizer: str | None, as_json: bool
+    ctx: click.Context,
+    openclaw_cmd: str | None,
+    summarizer: str | None,
+    keep_recent_tokens: int | None,
+    as_json: bool,
 ) -> None:
     """Install the nexus_store plugin into OpenClaw and select it as the context engine.
 
@@ -130,7 +143,9 @@ def install(
     plugin_dir = openclaw_plugin_dir()
     command = _openclaw_command(openclaw_cmd)
     if command is None:
-        steps = _steps(plugin_dir, _plugin_config(database, summarizer, "legacy"))
+        steps = _steps(
+            plugin_dir, _plugin_config(database, summarizer, "legacy", keep_recent_tokens)
+        )
         click.echo("OpenClaw is not on PATH (or pass --openclaw CMD). To install by hand, run:")
         for step in steps:
             click.echo(f"  {step}")
@@ -140,7 +155,7 @@ def install(
         previous = (
             _config_get(command, f"plugins.entries.{PLUGIN_ID}.config.previousEngine") or "legacy"
         )
-    config = _plugin_config(database, summarizer, str(previous))
+    config = _plugin_config(database, summarizer, str(previous), keep_recent_tokens)
     _run(command, "plugins", "install", "-l", str(plugin_dir), "--force", "--accept-capabilities")
     _run(command, "config", "set", f"plugins.entries.{PLUGIN_ID}.config", json.dumps(config), "--strict-json")
     _run(command, "config", "set", "plugins.slots.contextEngine", PLUGIN_ID)

@@ -187,7 +187,7 @@ class EngineCalls:
             session = self._session(params)
             engine = self._engine(params)
             stored = self.store.get_session(session.session_id)
-            fresh = not stored.turn_count and not stored.fork_turn
+            fresh = not stored.turn_count
             if fresh and "messages" not in params and not self.sessions.commits(stored.id):
                 # a session never seen: ask for OpenClaw's history once, to import it
                 return {"needsHistory": True}
@@ -216,14 +216,27 @@ class EngineCalls:
         return result
 
     def _import_once(self, session: EngineSession, host_messages: list[dict[str, Any]]) -> int:
-        """Import OpenClaw's own history into a session that has none yet."""
+        """Import OpenClaw's own history into a session that has none yet.
+
+        A forked child keeps its parent's path by reference; only what OpenClaw's
+        fork carries beyond the parent's stored leaf (the parent's turn in progress,
+        not committed yet) is stored, as the child's first turn.
+        """
         if not host_messages:
             return 0
         stored = self.store.get_session(session.session_id)
-        if stored.turn_count or stored.fork_turn or self.sessions.commits(session.session_id):
+        if stored.turn_count or self.sessions.commits(session.session_id):
             return 0
-        self.store.append_messages(session.session_id, host_messages)
-        return len(host_messages)
+        messages = host_messages
+        if stored.parent_session and stored.fork_turn:
+            parent = self.store.context(stored.parent_session, stored.fork_turn).messages
+            last = parent[-1] if parent else None
+            at = max((i for i, m in enumerate(host_messages) if m == last), default=None)
+            # without the parent's leaf among them, nothing tells what is new: keep none
+            messages = [] if at is None else host_messages[at + 1 :]
+        if messages:
+            self.store.append_messages(session.session_id, messages)
+        return len(messages)
 
     def after_turn(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Proactive compaction when the trigger formula fires (no message is stored)."""

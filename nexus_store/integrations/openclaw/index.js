@@ -192,7 +192,10 @@ export class ServiceClient {
       return result;
     } catch (err) {
       const detail = err instanceof Error ? err.message : String(err);
-      const message = `nexus_store ${method} failed: ${detail} (database ${this.db}; service log ${this.logFile}). Nothing was lost: OpenClaw keeps its transcript and retries the turn commit.`;
+      const kept = method === "commitTurn"
+        ? "Nothing was lost: the turn stays in OpenClaw's outbox and is committed again on the next turn."
+        : "Nothing was lost: OpenClaw's own transcript is unchanged.";
+      const message = `nexus_store ${method} failed: ${detail} (database ${this.db}; service log ${this.logFile}). ${kept}`;
       this.debug({ method, error: message });
       this.logger?.warn?.(message);
       throw new NexusStoreError(message, { status: err?.status, cause: err });
