@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FakeModel", "last_user_text", "message_texts"]
+__all__ = ["FakeModel", "last_user_text", "message_texts", "user_texts"]
 
 
 def message_texts(body: dict[str, Any]) -> list[str]:
@@ -35,11 +35,23 @@ def message_texts(body: dict[str, Any]) -> list[str]:
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    """The text of the request's last user message."""
+    """The text of the user messages after the last assistant or tool message.
+
+    OpenClaw sends the prompt and then a user message of internal context, so the
+    current turn is every user message since the model last spoke.
+    """
+    current: list[dict[str, Any]] = []
     for message in reversed(body.get("messages") or []):
-        if message.get("role") == "user":
-            return "\n".join(message_texts({"messages": [message]}))
-    return ""
+        if message.get("role") != "user":
+            break
+        current.insert(0, message)
+    return "\n".join(message_texts({"messages": current}))
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The texts of every user message of a request, in order."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    return message_texts({"messages": users})
 
 
 class FakeModel:
@@ -87,7 +99,9 @@ class FakeModel:
         messages = body.get("messages") or []
         last = messages[-1] if messages else {}
         text = last_user_text(body)
-        if last.get("role") == "user":
+        # a sub-agent's task ("[Subagent Task]") never triggers: its forked history
+        # may hold the parent's trigger word
+        if last.get("role") == "user" and "[Subagent Task]" not in text:
             for trigger, (name, arguments) in self.tool_calls.items():
                 if trigger in text:
                     return {
@@ -101,8 +115,7 @@ class FakeModel:
                             }
                         ],
                     }
-        first_line = text.strip().splitlines()[-1] if text.strip() else ""
-        return {"role": "assistant", "content": f"reply {n}: {first_line[:200]}"}
+        return {"role": "assistant", "content": f"reply {n}"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self

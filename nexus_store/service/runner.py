@@ -156,6 +156,8 @@ def _bind(host: str, port: int, files: ServiceFiles) -> list[socket.socket]:
     except OSError as err:
         tcp.close()
         raise ServiceUnavailable(f"cannot listen on {host}:{port}: {err.strerror}") from None
+    # no Nagle delay on the answers (accepted sockets inherit it on Linux)
+    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     tcp.listen(128)
     tcp.set_inheritable(True)
     sockets = [tcp]
