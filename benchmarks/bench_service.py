@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexus_store import Store  # noqa: E402
-from nexus_store.service.client import ServiceClient  # noqa: E402
-from nexus_store.service.lifecycle import EngineCalls  # noqa: E402
-from nexus_store.service.runner import ensure_running  # noqa: E402
+from nexus_store import Store
+from nexus_store.service.client import ServiceClient
+from nexus_store.service.lifecycle import EngineCalls
+from nexus_store.service.runner import ensure_running
 
 KEY = "agent:main:bench"
 TARGET_P50_MS = 5.0
@@ -42,7 +42,14 @@ def turn_messages(i: int) -> list[dict[str, Any]]:
         messages += [
             {
                 "role": "assistant",
-                "content": [{"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": f"m{i}.py"}}],
+                "content": [
+                    {
+                        "type": "toolCall",
+                        "id": f"c{i}",
+                        "name": "read",
+                        "arguments": {"path": f"m{i}.py"},
+                    }
+                ],
                 "timestamp": i,
             },
             {
@@ -54,7 +61,9 @@ def turn_messages(i: int) -> list[dict[str, Any]]:
                 "timestamp": i,
             },
         ]
-    messages.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}], "timestamp": i})
+    messages.append(
+        {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}], "timestamp": i}
+    )
     return messages
 
 
@@ -63,7 +72,13 @@ def build(db: Path, turns: int) -> None:
         calls = EngineCalls(store)
         with store.atomic():
             for i in range(turns):
-                calls.commit_turn({"advancementKey": f"build-{i}", "sessionKey": KEY, "messages": turn_messages(i)})
+                calls.commit_turn(
+                    {
+                        "advancementKey": f"build-{i}",
+                        "sessionKey": KEY,
+                        "messages": turn_messages(i),
+                    }
+                )
         calls.compact({"sessionKey": KEY, "force": True, "options": {"keepRecentTokens": 8000}})
 
 
@@ -82,17 +97,28 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
-def operations(call: Callable[[str, dict[str, Any]], Any], tag: str) -> dict[str, Callable[[], Any]]:
+def operations(
+    call: Callable[[str, dict[str, Any]], Any], tag: str
+) -> dict[str, Callable[[], Any]]:
     counter = iter(range(10**9))
 
     def commit() -> Any:
         n = next(counter)
-        return call("commitTurn", {"advancementKey": f"{tag}-{n}", "sessionKey": KEY, "messages": turn_messages(n * 5 + 1)})
+        return call(
+            "commitTurn",
+            {
+                "advancementKey": f"{tag}-{n}",
+                "sessionKey": KEY,
+                "messages": turn_messages(n * 5 + 1),
+            },
+        )
 
     return {
         "commitTurn": commit,
         "assemble": lambda: call("assemble", {"sessionKey": KEY, "tokenBudget": 100_000}),
-        "ingest (no-op)": lambda: call("ingest", {"sessionKey": KEY, "message": {"role": "user", "content": "x"}}),
+        "ingest (no-op)": lambda: call(
+            "ingest", {"sessionKey": KEY, "message": {"role": "user", "content": "x"}}
+        ),
     }
 
 
@@ -154,12 +180,16 @@ def render(records: list[dict[str, Any]]) -> list[str]:
         target = ""
         if r["peer"] != "in-process" and op in ("commitTurn", "assemble"):
             target = "ok" if p50 <= TARGET_P50_MS else "MISSED"
-        out.append(f"  {op:16s} {r['peer']:26s} {p50:9.2f} {r['p99_s'] * 1000:9.2f} {ratio:13.1f}  {target}")
+        out.append(
+            f"  {op:16s} {r['peer']:26s} {p50:9.2f} {r['p99_s'] * 1000:9.2f} {ratio:13.1f}  {target}"
+        )
     return out
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=300)
     args = ap.parse_args()

@@ -50,7 +50,9 @@ def _find() -> tuple[str, Path] | str:
         return f"OpenClaw needs Node >= 24.16; {node} is {out.strip() or 'unknown'} (set NEXUS_TEST_NODE)"
     given = os.environ.get("NEXUS_TEST_OPENCLAW")
     if not given:
-        return f"openclaw {OPENCLAW_VERSION} not found: set NEXUS_TEST_OPENCLAW (.ci/run installs it)"
+        return (
+            f"openclaw {OPENCLAW_VERSION} not found: set NEXUS_TEST_OPENCLAW (.ci/run installs it)"
+        )
     mjs = Path(given) / "openclaw.mjs" if Path(given).is_dir() else Path(given)
     if not mjs.is_file():
         return f"NEXUS_TEST_OPENCLAW={given} holds no openclaw.mjs"
@@ -89,18 +91,36 @@ class OpenClaw:
     def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [self.node, str(self.mjs), *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
         )
 
     def start(self, *args: str, log: str) -> subprocess.Popen[str]:
-        out = open(self.root / log, "w")  # noqa: SIM115 - closed with the process
+        out = open(self.root / log, "w")
         return subprocess.Popen(
             [self.node, str(self.mjs), *args],
-            env=self.env, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=self.root,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=self.root,
         )
 
-    def turn(self, key: str, message: str, *, local: bool = True) -> subprocess.CompletedProcess[str]:
-        done = self.run("agent", *(["--local"] if local else []), "--session-key", key, "--message", message, "--json")
+    def turn(
+        self, key: str, message: str, *, local: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        done = self.run(
+            "agent",
+            *(["--local"] if local else []),
+            "--session-key",
+            key,
+            "--message",
+            message,
+            "--json",
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert "degraded to" not in done.stderr, done.stderr[-3000:]
         return done
@@ -113,7 +133,9 @@ class OpenClaw:
                 if any(marker in text for text in user_texts(body)):
                     return body
             if time.monotonic() >= deadline:
-                raise AssertionError(f"no model request for {marker!r} among {len(self.model.requests)}")
+                raise AssertionError(
+                    f"no model request for {marker!r} among {len(self.model.requests)}"
+                )
             time.sleep(1)
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -135,7 +157,12 @@ def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenClaw]:
     home = root / "home"
     (home / ".openclaw").mkdir(parents=True)
     (root / "tmp").mkdir()
-    tools = {"SPAWNFORK": ("tool_call", {"id": "sessions_spawn", "args": {"task": SPAWN_TASK, "context": "fork"}})}
+    tools = {
+        "SPAWNFORK": (
+            "tool_call",
+            {"id": "sessions_spawn", "args": {"task": SPAWN_TASK, "context": "fork"}},
+        )
+    }
     model = FakeModel(root / "requests.jsonl", tools).__enter__()
     port, token = _free_port(), "gateway-test-token"
     config = {
@@ -163,7 +190,12 @@ def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenClaw]:
                 }
             },
         },
-        "gateway": {"mode": "local", "port": port, "bind": "loopback", "auth": {"mode": "token", "token": token}},
+        "gateway": {
+            "mode": "local",
+            "port": port,
+            "bind": "loopback",
+            "auth": {"mode": "token", "token": token},
+        },
     }
     (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "NEXUS_STORE_"))}
@@ -178,9 +210,24 @@ def openclaw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenClaw]:
     )
     oc = OpenClaw(node, mjs, root, env, root / "data" / "sessions.db", model, port, token)
     installed = subprocess.run(
-        [sys.executable, "-m", "nexus_store", "--db", str(oc.db), "openclaw", "install",
-         "--openclaw", f"{node} {mjs}", "--keep-recent-tokens", "0", "--json"],
-        env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "nexus_store",
+            "--db",
+            str(oc.db),
+            "openclaw",
+            "install",
+            "--openclaw",
+            f"{node} {mjs}",
+            "--keep-recent-tokens",
+            "0",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert installed.returncode == 0, installed.stderr + installed.stdout
     assert json.loads(installed.stdout)["previousEngine"] == "legacy"
@@ -225,10 +272,18 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
     assert reply in message_texts({"messages": answers}), "turn 2 did not see turn 1's answer"
     assert oc.service_pid() != killed  # the plugin started a new service
 
-    (main_id,) = oc.sql("select s.uid from engine_sessions e join sessions s on s.id = e.session_id "
-                        "where e.session_key = 'agent:main:main'")[0]
-    assert oc.sql("select count(*) from turn_commits c join sessions s on s.id = c.session_id "
-                  "where s.uid = ?", main_id)[0][0] == 2
+    (main_id,) = oc.sql(
+        "select s.uid from engine_sessions e join sessions s on s.id = e.session_id "
+        "where e.session_key = 'agent:main:main'"
+    )[0]
+    assert (
+        oc.sql(
+            "select count(*) from turn_commits c join sessions s on s.id = c.session_id "
+            "where s.uid = ?",
+            main_id,
+        )[0][0]
+        == 2
+    )
 
     # -- a gateway, sessions compact, a third turn --------------------------------------------
     gateway = oc.start("gateway", "run", "--allow-unconfigured", log="gateway.log")
@@ -242,8 +297,11 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
         assert compacted.returncode == 0, compacted.stderr[-3000:] + compacted.stdout
         result = json.loads(compacted.stdout)
         assert result["ok"] and result["compacted"], result
-        summaries = oc.sql("select t.summary from turns t join sessions s on s.id = t.session_id "
-                           "where s.uid = ? and t.kind = 'compaction'", main_id)
+        summaries = oc.sql(
+            "select t.summary from turns t join sessions s on s.id = t.session_id "
+            "where s.uid = ? and t.kind = 'compaction'",
+            main_id,
+        )
         assert [s for (s,) in summaries] == [result["result"]["summary"]]
 
         oc.turn("main", "Anything else? (turn three)", local=False)
@@ -258,12 +316,16 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
         seen = "\n".join(message_texts(child))
         assert "turn three" in seen, "the forked child did not see the parent's history"
         assert "SPAWNFORK" in seen, "the forked child did not see the parent's turn in progress"
-        forks = oc.sql("select session_key, parent_key, context_mode from engine_sessions "
-                       "where context_mode is not null")
+        forks = oc.sql(
+            "select session_key, parent_key, context_mode from engine_sessions "
+            "where context_mode is not null"
+        )
         assert [(p, m) for (_, p, m) in forks] == [("agent:main:main", "fork")]
         deadline = time.monotonic() + 600
-        while not oc.sql("select 1 from turn_commits c join engine_sessions e on e.session_id = c.session_id "
-                         "where e.context_mode = 'fork'"):
+        while not oc.sql(
+            "select 1 from turn_commits c join engine_sessions e on e.session_id = c.session_id "
+            "where e.context_mode = 'fork'"
+        ):
             assert time.monotonic() < deadline, "the child's turn was never committed"
             time.sleep(2)
     finally:
@@ -275,30 +337,41 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
 
     # -- every turn stored once ---------------------------------------------------------------
     prompts = [
-        text for (text,) in oc.sql(
+        text
+        for (text,) in oc.sql(
             "select m.text from messages m join turns t on t.id = m.turn_id join sessions s "
             "on s.id = t.session_id where s.uid = ? and m.role = 'user' order by t.seq, m.idx",
             main_id,
         )
     ]
     markers = ["turn one", "turn two", "turn three", "turn four"]
-    assert [next(m for m in markers if m in p) for p in prompts if any(m in p for m in markers)] == markers
+    assert [
+        next(m for m in markers if m in p) for p in prompts if any(m in p for m in markers)
+    ] == markers
     for (session_key,) in oc.sql("select session_key from engine_sessions"):
         rows = oc.sql(
             "select count(distinct c.advancement_key), count(c.turn_id), "
             "(select count(*) from turns t where t.session_id = e.session_id and t.kind = 'message') "
             "from engine_sessions e left join turn_commits c on c.session_id = e.session_id "
-            "where e.session_key = ?", session_key)
+            "where e.session_key = ?",
+            session_key,
+        )
         keys, committed_turns, message_turns = rows[0]
         assert keys == committed_turns, session_key
         imported = 1 if session_key != "agent:main:main" and message_turns > committed_turns else 0
         assert message_turns == committed_turns + imported, (session_key, rows)
 
     # -- a retried commit (through the plugin's own client) is a duplicate -------------------
-    key, messages_count = oc.sql("select advancement_key, messages from turn_commits c join sessions s "
-                                 "on s.id = c.session_id where s.uid = ? order by c.id limit 1", main_id)[0]
+    key, messages_count = oc.sql(
+        "select advancement_key, messages from turn_commits c join sessions s "
+        "on s.id = c.session_id where s.uid = ? order by c.id limit 1",
+        main_id,
+    )[0]
     turns_before = oc.sql("select count(*) from turns")[0][0]
-    plugin = Path(__import__("nexus_store.integrations", fromlist=["x"]).openclaw_plugin_dir()) / "index.js"
+    plugin = (
+        Path(__import__("nexus_store.integrations", fromlist=["x"]).openclaw_plugin_dir())
+        / "index.js"
+    )
     script = (
         f"import {{ ServiceClient, createEngine }} from {json.dumps(plugin.as_uri())};\n"
         f"const client = new ServiceClient({{ db: {json.dumps(str(oc.db))}, command: {json.dumps([sys.executable, '-m', 'nexus_store'])} }});\n"
@@ -307,8 +380,13 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
         f"sessionKey: 'agent:main:main', messages: [{{ role: 'user', content: 'retried', timestamp: 1 }}] }});\n"
         "console.log(JSON.stringify(r));\n"
     )
-    retried = subprocess.run([oc.node, "--input-type=module", "-e", script], env=oc.env,
-                             capture_output=True, text=True, timeout=300)
+    retried = subprocess.run(
+        [oc.node, "--input-type=module", "-e", script],
+        env=oc.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout) == {"status": "duplicate"}
     assert oc.sql("select count(*) from turns")[0][0] == turns_before
@@ -319,13 +397,26 @@ def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
     oc = openclaw
     procs = [
         subprocess.Popen(
-            [oc.node, str(oc.mjs), "agent", "--local", "--session-key", key, "--message", f"parallel {key}"],
-            env=oc.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=oc.root,
+            [
+                oc.node,
+                str(oc.mjs),
+                "agent",
+                "--local",
+                "--session-key",
+                key,
+                "--message",
+                f"parallel {key}",
+            ],
+            env=oc.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=oc.root,
         )
         for key in ("side-a", "side-b")
     ]
     for proc in procs:
-        out, err = proc.communicate(timeout=900)
+        _out, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err[-3000:]
         assert "degraded to" not in err
     for key in ("side-a", "side-b"):
@@ -335,5 +426,11 @@ def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
             f"agent:main:{key}",
         )
         assert len(rows) == 1 and f"parallel {key}" in rows[0][0], rows
-        assert oc.sql("select count(*) from turn_commits c join engine_sessions e on e.session_id = "
-                      "c.session_id where e.session_key = ?", f"agent:main:{key}")[0][0] == 1
+        assert (
+            oc.sql(
+                "select count(*) from turn_commits c join engine_sessions e on e.session_id = "
+                "c.session_id where e.session_key = ?",
+                f"agent:main:{key}",
+            )[0][0]
+            == 1
+        )

@@ -21,20 +21,20 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from nexus_store import Store  # noqa: E402
-from nexus_store.service.app import create_app, openapi  # noqa: E402
-from nexus_store.service.client import ServiceClient, ServiceError  # noqa: E402
-from nexus_store.service.lifecycle import EngineCalls  # noqa: E402
-from nexus_store.service.runner import (  # noqa: E402
+from nexus_store import Store
+from nexus_store.service.app import create_app, openapi
+from nexus_store.service.client import ServiceClient, ServiceError
+from nexus_store.service.lifecycle import EngineCalls
+from nexus_store.service.runner import (
     ServiceFiles,
     ServiceUnavailable,
     ensure_running,
     read_token,
     running,
 )
-from nexus_store.store.engine_sessions import EngineSessions  # noqa: E402
+from nexus_store.store.engine_sessions import EngineSessions
 
 TOKEN = "test-token"
 LOCAL = ("127.0.0.1", 50000)
@@ -65,7 +65,12 @@ def commit(client: TestClient, key: str, *texts: str, session: str = "agent:main
     messages = [user(texts[0]), *(assistant(t) for t in texts[1:])]
     response = client.post(
         "/v1/commitTurn",
-        json={"advancementKey": key, "sessionKey": session, "sessionId": "sid-1", "messages": messages},
+        json={
+            "advancementKey": key,
+            "sessionKey": session,
+            "sessionId": "sid-1",
+            "messages": messages,
+        },
     )
     assert response.status_code == 200, response.text
     return response.json()
@@ -90,7 +95,9 @@ class TestCommitTurn:
         assert result["messages"][2]["content"] == "q2"
         assert result["estimatedTokens"] > 0
 
-    def test_session_key_is_persisted_and_listed(self, client: TestClient, calls: EngineCalls) -> None:
+    def test_session_key_is_persisted_and_listed(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
         commit(client, "adv-1", "q1", "a1")
         found = EngineSessions(calls.store).find("openclaw", "agent:main:k")
         assert found is not None and found.session_id == "sid-1"
@@ -99,7 +106,11 @@ class TestCommitTurn:
     def test_bad_message_writes_nothing(self, client: TestClient, calls: EngineCalls) -> None:
         response = client.post(
             "/v1/commitTurn",
-            json={"advancementKey": "adv-x", "sessionKey": "k", "messages": [user("ok"), "not a message"]},
+            json={
+                "advancementKey": "adv-x",
+                "sessionKey": "k",
+                "messages": [user("ok"), "not a message"],
+            },
         )
         assert response.status_code == 400
         assert "messages" in response.json()["error"]
@@ -122,7 +133,7 @@ class TestAssemble:
             "/v1/assemble", json={"sessionKey": "old", "sessionId": "old-1", "messages": history}
         ).json()
         assert second["importedMessages"] == 2
-        assert [m["content"] for m in second["messages"]][0] == "before nexus"
+        assert next(m["content"] for m in second["messages"]) == "before nexus"
         third = client.post(
             "/v1/assemble", json={"sessionKey": "old", "sessionId": "old-1", "messages": history}
         ).json()
@@ -133,11 +144,15 @@ class TestAssemble:
         for i in range(6):
             commit(client, f"adv-{i}", f"question {i} " + "x" * 400, f"answer {i} " + "y" * 400)
         full = client.post("/v1/assemble", json={"sessionKey": "agent:main:k"}).json()
-        small = client.post("/v1/assemble", json={"sessionKey": "agent:main:k", "tokenBudget": 500}).json()
+        small = client.post(
+            "/v1/assemble", json={"sessionKey": "agent:main:k", "tokenBudget": 500}
+        ).json()
         assert small["estimatedTokens"] <= 500 < full["estimatedTokens"]
         assert small["messages"][-1] == full["messages"][-1]
 
-    def test_workspace_files_become_system_prompt_addition(self, client: TestClient, tmp_path: Path) -> None:
+    def test_workspace_files_become_system_prompt_addition(
+        self, client: TestClient, tmp_path: Path
+    ) -> None:
         (tmp_path / "AGENTS.md").write_text("Always answer in haiku.")
         commit(client, "adv-1", "q1", "a1")
         result = client.post(
@@ -147,7 +162,9 @@ class TestAssemble:
 
 
 class TestCompactAndSpawn:
-    def test_compact_adds_a_summary_and_keeps_every_turn(self, client: TestClient, calls: EngineCalls) -> None:
+    def test_compact_adds_a_summary_and_keeps_every_turn(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
         for i in range(4):
             commit(client, f"adv-{i}", f"question {i}", f"answer {i}")
         turns = calls.store.conn.execute("select count(*) from turns").fetchone()[0]
@@ -161,19 +178,27 @@ class TestCompactAndSpawn:
         assert assembled["messages"][0]["role"] == "compactionSummary"
         assert calls.store.conn.execute("select count(*) from turns").fetchone()[0] == turns + 1
 
-    def test_fork_child_sees_parent_path_without_copying(self, client: TestClient, calls: EngineCalls) -> None:
+    def test_fork_child_sees_parent_path_without_copying(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
         commit(client, "adv-1", "parent question", "parent answer")
         turns = calls.store.conn.execute("select count(*) from turns").fetchone()[0]
         prepared = client.post(
             "/v1/prepareSubagentSpawn",
-            json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:sub", "contextMode": "fork"},
+            json={
+                "parentSessionKey": "agent:main:k",
+                "childSessionKey": "agent:main:sub",
+                "contextMode": "fork",
+            },
         ).json()
         assert prepared["created"]
         assert client.post("/v1/assemble", json={"sessionKey": "agent:main:sub"}).json() == {
             "needsHistory": True
         }
-        child = client.post("/v1/assemble", json={"sessionKey": "agent:main:sub", "messages": []}).json()
-        assert [m.get("content") for m in child["messages"]][0] == "parent question"
+        child = client.post(
+            "/v1/assemble", json={"sessionKey": "agent:main:sub", "messages": []}
+        ).json()
+        assert next(m.get("content") for m in child["messages"]) == "parent question"
         assert calls.store.conn.execute("select count(*) from turns").fetchone()[0] == turns
         commit(client, "adv-c1", "child question", "child answer", session="agent:main:sub")
         child = client.post("/v1/assemble", json={"sessionKey": "agent:main:sub"}).json()
@@ -185,7 +210,11 @@ class TestCompactAndSpawn:
         commit(client, "adv-1", "parent question", "parent answer")
         client.post(
             "/v1/prepareSubagentSpawn",
-            json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:f", "contextMode": "fork"},
+            json={
+                "parentSessionKey": "agent:main:k",
+                "childSessionKey": "agent:main:f",
+                "contextMode": "fork",
+            },
         )
         # OpenClaw's fork: the parent's transcript, with the turn still in progress
         forked = [user("parent question"), assistant("parent answer"), user("spawn a helper")]
@@ -200,18 +229,26 @@ class TestCompactAndSpawn:
         parent = client.post("/v1/assemble", json={"sessionKey": "agent:main:k"}).json()
         assert len(parent["messages"]) == 2  # the parent's own turns are untouched
 
-    def test_isolated_child_is_empty_and_rollback_removes_it(self, client: TestClient, calls: EngineCalls) -> None:
+    def test_isolated_child_is_empty_and_rollback_removes_it(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
         commit(client, "adv-1", "parent question", "parent answer")
         prepared = client.post(
             "/v1/prepareSubagentSpawn",
-            json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:iso", "contextMode": "isolated"},
+            json={
+                "parentSessionKey": "agent:main:k",
+                "childSessionKey": "agent:main:iso",
+                "contextMode": "isolated",
+            },
         ).json()
         child_id = prepared["childSessionId"]
-        child = client.post("/v1/assemble", json={"sessionKey": "agent:main:iso", "messages": []}).json()
+        child = client.post(
+            "/v1/assemble", json={"sessionKey": "agent:main:iso", "messages": []}
+        ).json()
         assert child["messages"] == []
-        assert client.post("/v1/rollbackSubagentSpawn", json={"childSessionKey": "agent:main:iso"}).json() == {
-            "rolledBack": True
-        }
+        assert client.post(
+            "/v1/rollbackSubagentSpawn", json={"childSessionKey": "agent:main:iso"}
+        ).json() == {"rolledBack": True}
         assert calls.store.find_session(child_id) is None
         assert EngineSessions(calls.store).find("openclaw", "agent:main:iso") is None
 
@@ -219,7 +256,11 @@ class TestCompactAndSpawn:
         commit(client, "adv-1", "q", "a")
         client.post(
             "/v1/prepareSubagentSpawn",
-            json={"parentSessionKey": "agent:main:k", "childSessionKey": "agent:main:s2", "contextMode": "fork"},
+            json={
+                "parentSessionKey": "agent:main:k",
+                "childSessionKey": "agent:main:s2",
+                "contextMode": "fork",
+            },
         )
         ended = client.post(
             "/v1/onSubagentEnded", json={"childSessionKey": "agent:main:s2", "reason": "completed"}
@@ -227,14 +268,18 @@ class TestCompactAndSpawn:
         assert ended["recorded"]
         # a new process (a new EngineCalls) still knows the mapping and the end
         found = EngineSessions(calls.store).find("openclaw", "agent:main:s2")
-        assert found is not None and found.ended_reason == "completed" and found.context_mode == "fork"
+        assert (
+            found is not None and found.ended_reason == "completed" and found.context_mode == "fork"
+        )
 
 
 class TestAccess:
     def test_request_without_token_is_401(self, calls: EngineCalls) -> None:
         bare = TestClient(create_app(calls, TOKEN), client=LOCAL)
         assert bare.post("/v1/commitTurn", json={}).status_code == 401
-        wrong = TestClient(create_app(calls, TOKEN), client=LOCAL, headers={"Authorization": "Bearer nope"})
+        wrong = TestClient(
+            create_app(calls, TOKEN), client=LOCAL, headers={"Authorization": "Bearer nope"}
+        )
         assert wrong.get("/v1/health").status_code == 401
         assert calls.store.conn.execute("select count(*) from sessions").fetchone()[0] == 0
 
@@ -251,7 +296,13 @@ class TestAccess:
     def test_openapi_lists_every_method(self, client: TestClient) -> None:
         spec = client.get("/openapi.json").json()
         assert spec == openapi()
-        for method in ("commitTurn", "assemble", "compact", "prepareSubagentSpawn", "onSubagentEnded"):
+        for method in (
+            "commitTurn",
+            "assemble",
+            "compact",
+            "prepareSubagentSpawn",
+            "onSubagentEnded",
+        ):
             assert f"/v1/{method}" in spec["paths"]
 
     def test_not_json_is_a_clear_400(self, client: TestClient) -> None:
@@ -288,7 +339,9 @@ class TestProcess:
             assert files.token.stat().st_mode & 0o777 == 0o600
             second = subprocess.run(
                 [sys.executable, "-m", "nexus_store", "--db", str(db), "serve", "--json"],
-                capture_output=True, text=True, timeout=60,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert second.returncode == 0
             assert json.loads(second.stdout)["pid"] == proc.pid
@@ -304,17 +357,37 @@ class TestProcess:
         db = tmp_path / "s.db"
         proc = start(db)
         with ServiceClient(db) as c:
-            c.call("commitTurn", {"advancementKey": "a1", "sessionKey": "k", "messages": [user("one"), assistant("1")]})
+            c.call(
+                "commitTurn",
+                {
+                    "advancementKey": "a1",
+                    "sessionKey": "k",
+                    "messages": [user("one"), assistant("1")],
+                },
+            )
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         info = ensure_running(db)  # the stale state file and socket do not stop a restart
         try:
             with ServiceClient(db) as c:
-                again = c.call("commitTurn", {"advancementKey": "a1", "sessionKey": "k", "messages": [user("one")]})
+                again = c.call(
+                    "commitTurn",
+                    {"advancementKey": "a1", "sessionKey": "k", "messages": [user("one")]},
+                )
                 assert again["status"] == "duplicate"
-                c.call("commitTurn", {"advancementKey": "a2", "sessionKey": "k", "messages": [user("two"), assistant("2")]})
+                c.call(
+                    "commitTurn",
+                    {
+                        "advancementKey": "a2",
+                        "sessionKey": "k",
+                        "messages": [user("two"), assistant("2")],
+                    },
+                )
                 result = c.call("assemble", {"sessionKey": "k"})
-            assert [m["content"] for m in result["messages"] if m["role"] == "user"] == ["one", "two"]
+            assert [m["content"] for m in result["messages"] if m["role"] == "user"] == [
+                "one",
+                "two",
+            ]
         finally:
             os.kill(info.pid, signal.SIGTERM)
 
@@ -352,3 +425,63 @@ class TestProcess:
         files.token.chmod(0o644)
         with pytest.raises(Exception, match="readable by others"):
             read_token(files)
+
+
+class TestPlugin:
+    def test_plugin_ships_its_manifest_entry_and_schema(self) -> None:
+        from nexus_store.cli.openclaw import _plugin_config
+        from nexus_store.integrations import openclaw_plugin_dir
+        from nexus_store.service.lifecycle import ENGINE_ID
+
+        folder = openclaw_plugin_dir()
+        manifest = json.loads((folder / "openclaw.plugin.json").read_text())
+        package = json.loads((folder / "package.json").read_text())
+        assert manifest["id"] == ENGINE_ID and manifest["kind"] == "context-engine"
+        assert package["openclaw"]["extensions"] == ["./index.js"]
+        assert (folder / "index.js").is_file()
+        # everything `openclaw install` writes is allowed by the strict config schema
+        written = _plugin_config(Path("/x.db"), "openai", "legacy", 10)
+        assert set(written) <= set(manifest["configSchema"]["properties"])
+        assert manifest["configSchema"]["additionalProperties"] is False
+
+    def test_install_without_openclaw_prints_the_steps(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from click.testing import CliRunner
+
+        from nexus_store.cli import cli
+
+        monkeypatch.setenv("PATH", str(tmp_path))  # no openclaw here
+        result = CliRunner().invoke(cli, ["--db", str(tmp_path / "s.db"), "openclaw", "install"])
+        assert result.exit_code == 1
+        assert "openclaw plugins install -l" in result.output
+        assert "plugins.slots.contextEngine nexus-store" in result.output
+        assert str(tmp_path / "s.db") in result.output
+
+
+pytest_plugins = ["tests.pg_server"]
+
+
+class TestPostgres:
+    def test_commits_are_idempotent_and_forks_work_on_postgres(self, pg_url: str) -> None:
+        with Store(pg_url, counter="chars4") as store:
+            client = TestClient(
+                create_app(EngineCalls(store), TOKEN),
+                client=LOCAL,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert commit(client, "pg-1", "q1", "a1")["status"] == "committed"
+            assert commit(client, "pg-1", "q1", "a1")["status"] == "duplicate"
+            assert store.conn.execute("select count(*) from turn_commits").fetchone()[0] == 1
+            client.post(
+                "/v1/prepareSubagentSpawn",
+                json={
+                    "parentSessionKey": "agent:main:k",
+                    "childSessionKey": "agent:main:c",
+                    "contextMode": "fork",
+                },
+            )
+            child = client.post(
+                "/v1/assemble", json={"sessionKey": "agent:main:c", "messages": []}
+            ).json()
+            assert child["messages"][0]["content"] == "q1"

@@ -157,7 +157,14 @@ def install(
         )
     config = _plugin_config(database, summarizer, str(previous), keep_recent_tokens)
     _run(command, "plugins", "install", "-l", str(plugin_dir), "--force", "--accept-capabilities")
-    _run(command, "config", "set", f"plugins.entries.{PLUGIN_ID}.config", json.dumps(config), "--strict-json")
+    _run(
+        command,
+        "config",
+        "set",
+        f"plugins.entries.{PLUGIN_ID}.config",
+        json.dumps(config),
+        "--strict-json",
+    )
     _run(command, "config", "set", "plugins.slots.contextEngine", PLUGIN_ID)
     result = {"plugin": str(plugin_dir), "database": str(database), "previousEngine": previous}
     if as_json:
@@ -169,7 +176,12 @@ def install(
 
 
 @openclaw.command()
-@click.option("--openclaw", "openclaw_cmd", metavar="CMD", help="How to run OpenClaw (default: `openclaw` on PATH).")
+@click.option(
+    "--openclaw",
+    "openclaw_cmd",
+    metavar="CMD",
+    help="How to run OpenClaw (default: `openclaw` on PATH).",
+)
 @json_option
 @click.pass_context
 def uninstall(ctx: click.Context, openclaw_cmd: str | None, as_json: bool) -> None:
@@ -188,7 +200,9 @@ def uninstall(ctx: click.Context, openclaw_cmd: str | None, as_json: bool) -> No
         click.echo(f"  openclaw plugins uninstall {PLUGIN_ID} --force --keep-files")
         click.echo("  openclaw config set plugins.slots.contextEngine legacy")
         ctx.exit(1)
-    previous = _config_get(command, f"plugins.entries.{PLUGIN_ID}.config.previousEngine") or "legacy"
+    previous = (
+        _config_get(command, f"plugins.entries.{PLUGIN_ID}.config.previousEngine") or "legacy"
+    )
     database = _config_get(command, f"plugins.entries.{PLUGIN_ID}.config.db")
     _run(command, "plugins", "uninstall", PLUGIN_ID, "--force", "--keep-files")
     _run(command, "config", "set", "plugins.slots.contextEngine", str(previous))

@@ -24,7 +24,9 @@ def database_file(ctx: click.Context) -> Path:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Loopback address to listen on."
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -39,7 +41,9 @@ def database_file(ctx: click.Context) -> Path:
     show_default=True,
     help="Compaction summarizer: extractive (offline) or openai (NEXUS_SUMMARIZER_* settings).",
 )
-@click.option("--status", is_flag=True, help="Only say whether a service runs on the database, and where.")
+@click.option(
+    "--status", is_flag=True, help="Only say whether a service runs on the database, and where."
+)
 @json_option
 @click.pass_context
 def serve(
@@ -70,15 +74,17 @@ def serve(
         elif info is None:
             click.echo(f"no service runs on {files.database}")
         else:
-            click.echo(f"serving {info.database} at {info.url} (socket {info.socket}, pid {info.pid})")
+            click.echo(
+                f"serving {info.database} at {info.url} (socket {info.socket}, pid {info.pid})"
+            )
         return
     try:
         from nexus_store.service.runner import serve as run_service
     except ImportError:  # pragma: no cover - depends on the installed extras
-        raise NexusError("the service needs the serve extra: pip install 'nexus_store[serve]'") from None
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s nexus-store serve: %(message)s"
-    )
+        raise NexusError(
+            "the service needs the serve extra: pip install 'nexus_store[serve]'"
+        ) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s nexus-store serve: %(message)s")
 
     def ready(info: object) -> None:
         if as_json:
@@ -89,7 +95,9 @@ def serve(
     try:
         other = run_service(database, host=host, port=port, summarizer=summarizer, ready=ready)
     except ImportError:
-        raise NexusError("the service needs the serve extra: pip install 'nexus_store[serve]'") from None
+        raise NexusError(
+            "the service needs the serve extra: pip install 'nexus_store[serve]'"
+        ) from None
     if other is not None:
         if as_json:
             echo_json(other.__dict__)

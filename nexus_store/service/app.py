@@ -154,18 +154,24 @@ def create_app(calls: EngineCalls, token: str, *, database: str = "") -> Starlet
         client = request.client
         # no client address: the Unix socket, which only the owner can open
         if client is not None and client.host and client.host not in LOOPBACK:
-            log.warning("refused %s %s from %s: not loopback", request.method, request.url.path, client.host)
+            log.warning(
+                "refused %s %s from %s: not loopback", request.method, request.url.path, client.host
+            )
             return _json({"error": "this service answers only on the loopback interface"}, 403)
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
-            log.warning("refused %s %s: missing or wrong bearer token", request.method, request.url.path)
+            log.warning(
+                "refused %s %s: missing or wrong bearer token", request.method, request.url.path
+            )
             return _json(
-                {"error": "missing or wrong bearer token (read it from the token file beside the database)"},
+                {"error": "missing or wrong bearer token (it is in the .token file beside the db)"},
                 401,
             )
         return None
 
-    def guarded(func: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    def guarded(
+        func: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             refused = refuse(request)
             if refused is not None:
@@ -197,7 +203,9 @@ def create_app(calls: EngineCalls, token: str, *, database: str = "") -> Starlet
             except Exception as err:
                 status = _status(err)
                 log.error("%s failed (%d): %s: %s", name, status, type(err).__name__, err)
-                message = str(err) if status < 500 else f"internal error: {type(err).__name__}: {err}"
+                message = (
+                    str(err) if status < 500 else f"internal error: {type(err).__name__}: {err}"
+                )
                 return _json({"error": f"{name}: {message}"}, status)
             return _json(result)
 

@@ -41,11 +41,15 @@ class ServiceClient:
         ServiceUnavailable: If no service runs on the database.
     """
 
-    def __init__(self, database: str | Path, *, timeout: float = 30.0, unix_socket: bool = True) -> None:
+    def __init__(
+        self, database: str | Path, *, timeout: float = 30.0, unix_socket: bool = True
+    ) -> None:
         files = ServiceFiles(Path(database).resolve())
         info = running(files)
         if info is None:
-            raise ServiceUnavailable(f"no service runs on {files.database}; start `nexus-store serve`")
+            raise ServiceUnavailable(
+                f"no service runs on {files.database}; start `nexus-store serve`"
+            )
         self.info = info
         token = read_token(files)
         transport = (
@@ -67,7 +71,9 @@ class ServiceClient:
         try:
             response = self.http.post(f"/v1/{method}", content=orjson.dumps(params or {}))
         except httpx.TransportError as err:
-            raise ServiceUnavailable(f"the service at {self.info.url} did not answer: {err}") from None
+            raise ServiceUnavailable(
+                f"the service at {self.info.url} did not answer: {err}"
+            ) from None
         if response.status_code != 200:
             try:
                 message = response.json()["error"]

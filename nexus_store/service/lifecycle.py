@@ -101,7 +101,9 @@ class EngineCalls:
             HOST, key, session_id, cwd=cwd if isinstance(cwd, str) else None
         )
 
-    def _engine(self, params: Mapping[str, Any], *, window_from_budget: bool = False) -> ContextEngine:
+    def _engine(
+        self, params: Mapping[str, Any], *, window_from_budget: bool = False
+    ) -> ContextEngine:
         options = params.get("options") or {}
         if not isinstance(options, dict):
             raise RequestError("'options' must be an object")
@@ -116,7 +118,9 @@ class EngineCalls:
             if value is not None:
                 config[field] = value
         budget = _int(params, "tokenBudget")
-        reserve = config.get("reserve_tokens_floor", 20_000) + config.get("soft_threshold_tokens", 4_000)
+        reserve = config.get("reserve_tokens_floor", 20_000) + config.get(
+            "soft_threshold_tokens", 4_000
+        )
         if window_from_budget and "context_window" not in config and budget and budget > reserve:
             # afterTurn: OpenClaw's budget is the model's window (the trigger formula's input)
             config["context_window"] = budget
@@ -178,7 +182,11 @@ class EngineCalls:
         with self.lock:
             session = self._session(params)
             outcome = self.sessions.commit_turn(HOST, key, session.session_id, messages)
-        return {"status": outcome.status, "sessionId": outcome.session_id, "turnId": outcome.turn_id}
+        return {
+            "status": outcome.status,
+            "sessionId": outcome.session_id,
+            "turnId": outcome.turn_id,
+        }
 
     def assemble(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The model context within ``tokenBudget``, from the database."""
@@ -203,7 +211,9 @@ class EngineCalls:
                 }
                 addition = engine.assemble(session.session_id).system_prompt_addition
             else:
-                assembled = engine.assemble(session.session_id, token_budget=_int(params, "tokenBudget"))
+                assembled = engine.assemble(
+                    session.session_id, token_budget=_int(params, "tokenBudget")
+                )
                 result = {
                     "messages": assembled.messages,
                     "estimatedTokens": assembled.estimated_tokens,
@@ -267,7 +277,9 @@ class EngineCalls:
             )
             summary = None
             if outcome.turn_id is not None:
-                summary = self.store.get_turn(session.session_id, outcome.turn_id).entry.get("summary")
+                summary = self.store.get_turn(session.session_id, outcome.turn_id).entry.get(
+                    "summary"
+                )
         result: dict[str, Any] = {"ok": outcome.ok, "compacted": outcome.compacted}
         if outcome.reason:
             result["reason"] = outcome.reason
@@ -297,7 +309,11 @@ class EngineCalls:
             existing = self.sessions.find(HOST, child_key)
             if existing is not None:
                 return {"childSessionId": existing.session_id, "created": False}
-            wanted = child_host_id if child_host_id and not self.store.find_session(child_host_id) else None
+            wanted = (
+                child_host_id
+                if child_host_id and not self.store.find_session(child_host_id)
+                else None
+            )
             prepared = ContextEngine(self.store).prepare_subagent_spawn(
                 parent.session_id, context_mode=context_mode, child_session_id=wanted
             )
@@ -339,9 +355,7 @@ class EngineCalls:
             if found is None:
                 return {"recorded": False}
             try:
-                turn = ContextEngine(self.store).on_subagent_ended(
-                    found.session_id, reason=reason
-                )
+                turn = ContextEngine(self.store).on_subagent_ended(found.session_id, reason=reason)
             except InvalidEntry:
                 turn = None
         return {"recorded": True, "turnId": None if turn is None else turn.id}

@@ -119,8 +119,7 @@ def read_token(files: ServiceFiles, *, create: bool = False) -> str:
         ) from None
     if mode & 0o077:
         raise NexusError(
-            f"the token file {path} is readable by others (mode {mode:o}); "
-            f"run `chmod 600 {path}`"
+            f"the token file {path} is readable by others (mode {mode:o}); run `chmod 600 {path}`"
         )
     if not text:
         raise NexusError(f"the token file {path} is empty; delete it and start the service again")
@@ -207,10 +206,12 @@ def serve(
     from nexus_store.store import Store
 
     if host not in LOOPBACK:
-        raise ServiceUnavailable(f"the service listens on loopback only (127.0.0.1 or ::1), not {host}")
+        raise ServiceUnavailable(
+            f"the service listens on loopback only (127.0.0.1 or ::1), not {host}"
+        )
     files = ServiceFiles(Path(database).resolve())
     files.database.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(files.lock, "a+")  # noqa: SIM115 - held for the life of the service
+    lock = open(files.lock, "a+")
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -236,14 +237,20 @@ def serve(
                 socket=str(files.socket) if len(sockets) > 1 else None,
                 database=str(files.database),
             )
-            app = create_app(EngineCalls(store, summarizer=summarizer), token, database=str(files.database))
+            app = create_app(
+                EngineCalls(store, summarizer=summarizer), token, database=str(files.database)
+            )
             config = uvicorn.Config(
-                app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+                app,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=5,
             )
             server = uvicorn.Server(config)
             # uvicorn re-raises SIGTERM after its graceful shutdown (exit status -15); a
             # service stopped on purpose should exit 0, so it gets handlers of our own
-            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 
             def stop(signum: int, frame: object) -> None:
                 server.should_exit = True
@@ -290,7 +297,12 @@ def ensure_running(
     info = running(files)
     if info is not None:
         return info
-    argv = [*(command or [sys.executable, "-m", "nexus_store"]), "--db", str(files.database), "serve"]
+    argv = [
+        *(command or [sys.executable, "-m", "nexus_store"]),
+        "--db",
+        str(files.database),
+        "serve",
+    ]
     files.database.parent.mkdir(parents=True, exist_ok=True)
     with open(files.log, "ab") as out:
         proc = subprocess.Popen(
@@ -304,4 +316,6 @@ def ensure_running(
         if proc.poll() not in (None, 0):
             break  # it failed; 0 means another one won the lock and is still binding
         time.sleep(0.05)
-    raise ServiceUnavailable(f"the service for {files.database} did not start in {timeout:.0f}s; see {files.log}")
+    raise ServiceUnavailable(
+        f"the service for {files.database} did not start in {timeout:.0f}s; see {files.log}"
+    )
