@@ -244,9 +244,12 @@ export function createEngine(client, config = {}, ctx = {}) {
       return client.call("bootstrap", base(params));
     },
 
-    async maintain() {
-      // The transcript OpenClaw keeps is never rewritten: nexus_store compacts by adding
-      // summary turns in its own database.
+    async maintain(params) {
+      // OpenClaw runs maintenance after each committed turn (instead of afterTurn on the
+      // durable-commit path): nexus_store's proactive compaction runs here. OpenClaw's own
+      // transcript is never rewritten; compaction adds summary turns in nexus_store.
+      const budget = params.runtimeContext?.tokenBudget;
+      if (budget) await client.call("afterTurn", { ...base(params), tokenBudget: budget });
       return { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: "nexus_store does not rewrite OpenClaw's transcript" };
     },
 
