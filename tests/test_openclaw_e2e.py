@@ -394,7 +394,14 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
 
 
 def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
+    """Two OpenClaw installations (one process each; one state dir admits one agent at a
+    time) drive the same database at once through its one service."""
     oc = openclaw
+    second = oc.root / "home2"
+    (second / ".openclaw").mkdir(parents=True)
+    # the same installation: nexus-store linked and selected, the same database
+    shutil.copy(Path(oc.env["HOME"]) / ".openclaw" / "openclaw.json", second / ".openclaw")
+    envs = [oc.env, {**oc.env, "HOME": str(second)}]
     procs = [
         subprocess.Popen(
             [
@@ -407,13 +414,13 @@ def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
                 "--message",
                 f"parallel {key}",
             ],
-            env=oc.env,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=oc.root,
         )
-        for key in ("side-a", "side-b")
+        for key, env in zip(("side-a", "side-b"), envs, strict=True)
     ]
     for proc in procs:
         _out, err = proc.communicate(timeout=900)

@@ -8,7 +8,7 @@
 // own transcript and retries the turn commit from its outbox.
 
 import { spawn } from "node:child_process";
-import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -128,7 +128,7 @@ export class ServiceClient {
   async healthy(state) {
     try {
       const health = await this.request(state, "health", undefined, "GET");
-      return health.service === "nexus_store" && health.database === this.db;
+      return health.service === "nexus_store" && samePath(health.database, this.db);
     } catch {
       return false;
     }
@@ -200,6 +200,15 @@ export class ServiceClient {
       this.logger?.warn?.(message);
       throw new NexusStoreError(message, { status: err?.status, cause: err });
     }
+  }
+}
+
+function samePath(a, b) {
+  // the service reports its database with symlinks resolved (/tmp -> /private/tmp on macOS)
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return a === b;
   }
 }
 
