@@ -321,6 +321,13 @@ def test_openclaw_runs_on_nexus_store(openclaw: OpenClaw) -> None:
             "where context_mode is not null"
         )
         assert [(p, m) for (_, p, m) in forks] == [("agent:main:main", "fork")]
+        # the child reads the parent's path by reference: linked at the fork turn, not copied
+        linked = oc.sql(
+            "select p.uid, c.fork_turn_id is not null from engine_sessions e join sessions c "
+            "on c.id = e.session_id join sessions p on p.id = c.parent_session_id "
+            "where e.context_mode = 'fork'"
+        )
+        assert linked == [(main_id, 1)]
         deadline = time.monotonic() + 600
         while not oc.sql(
             "select 1 from turn_commits c join engine_sessions e on e.session_id = c.session_id "

@@ -348,8 +348,14 @@ class TestProcess:
             info = running(files)
             assert info is not None and info.url.startswith("http://127.0.0.1:")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            stopped = subprocess.run(
+                [sys.executable, "-m", "nexus_store", "--db", str(db), "serve", "--stop", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert json.loads(stopped.stdout)["pid"] == proc.pid
+            assert proc.wait(timeout=30) == 0  # SIGTERM is a clean stop
         assert not files.state.exists()
         assert running(files) is None
 

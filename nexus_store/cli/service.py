@@ -44,10 +44,19 @@ def database_file(ctx: click.Context) -> Path:
 @click.option(
     "--status", is_flag=True, help="Only say whether a service runs on the database, and where."
 )
+@click.option(
+    "--stop", is_flag=True, help="Stop the service running on the database (SIGTERM) and wait."
+)
 @json_option
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, summarizer: str, status: bool, as_json: bool
+    ctx: click.Context,
+    host: str,
+    port: int,
+    summarizer: str,
+    status: bool,
+    stop: bool,
+    as_json: bool,
 ) -> None:
     """Serve the context-engine lifecycle of a database over HTTP/JSON (for OpenClaw).
 
@@ -62,11 +71,23 @@ def serve(
         nexus-store serve
         nexus-store --db ~/agents.db serve --port 8765
         nexus-store serve --status --json
+        nexus-store serve --stop
     """
     from nexus_store.service.runner import ServiceFiles, running
 
     database = database_file(ctx)
     files = ServiceFiles(database.resolve())
+    if stop:
+        from nexus_store.service.runner import stop_service
+
+        stopped = stop_service(files)
+        if as_json:
+            echo_json(None if stopped is None else stopped.__dict__)
+        elif stopped is None:
+            click.echo(f"no service runs on {files.database}")
+        else:
+            click.echo(f"stopped the service of {stopped.database} (pid {stopped.pid})")
+        return
     if status:
         info = running(files)
         if as_json:

@@ -41,6 +41,7 @@ __all__ = [
     "read_token",
     "running",
     "serve",
+    "stop_service",
 ]
 
 log = logging.getLogger("nexus_store.service")
@@ -319,3 +320,25 @@ def ensure_running(
     raise ServiceUnavailable(
         f"the service for {files.database} did not start in {timeout:.0f}s; see {files.log}"
     )
+
+
+def stop_service(files: ServiceFiles, *, timeout: float = 30.0) -> ServiceInfo | None:
+    """Stop the service of a database (SIGTERM) and wait until it has let go of its lock.
+
+    Returns:
+        The stopped service's info, or None when none was running.
+
+    Raises:
+        ServiceUnavailable: If it is still running after ``timeout`` seconds.
+    """
+    info = running(files)
+    if info is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while running(files) is not None:
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"the service (pid {info.pid}) did not stop in {timeout:.0f}s")
+        time.sleep(0.05)
+    return info
