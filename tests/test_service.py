@@ -491,3 +491,32 @@ class TestPostgres:
                 "/v1/assemble", json={"sessionKey": "agent:main:c", "messages": []}
             ).json()
             assert child["messages"][0]["content"] == "q1"
+
+
+class TestBadInput:
+    @pytest.mark.parametrize("key", ["bad\ud800key", "nul\x00key"])
+    def test_unstorable_session_key_is_a_400_and_writes_nothing(
+        self, client: TestClient, calls: EngineCalls, key: str
+    ) -> None:
+        response = client.post(
+            "/v1/commitTurn",
+            content=json.dumps({"advancementKey": "a", "sessionKey": key, "messages": [user("x")]}),
+        )
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert "session key" in error or "surrogate" in error  # orjson refuses "\ud800" itself
+        assert calls.store.conn.execute("select count(*) from sessions").fetchone()[0] == 0
+
+    def test_message_that_cannot_be_stored_leaves_no_commit(
+        self, client: TestClient, calls: EngineCalls
+    ) -> None:
+        bad = {"role": "user", "content": "bad \ud800 text", "timestamp": 1}
+        response = client.post(
+            "/v1/commitTurn",
+            content=json.dumps({"advancementKey": "a", "sessionKey": "k", "messages": [bad]}),
+        )
+        assert response.status_code == 400, response.text
+        assert calls.store.conn.execute("select count(*) from turn_commits").fetchone()[0] == 0
+        assert calls.store.conn.execute("select count(*) from turns").fetchone()[0] == 0
+        # the same key commits once the turn is fixed
+        assert commit(client, "a", "fixed", "ok")["status"] == "committed"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from nexus_store.errors import InvalidEntry, SessionNotFound
+from nexus_store.rows import is_storable_text
 
 if TYPE_CHECKING:
     from nexus_store.store.core import Store
@@ -50,6 +51,14 @@ join sessions s on s.id = c.session_id
 left join turns t on t.id = c.turn_id
 where c.advancement_key = ?
 """
+
+# The two columns of a mapping that change after it is made.
+UPDATE_SQL = {
+    "host_session_id": "update engine_sessions set host_session_id = ?, updated_utc = ? "
+    "where host = ? and session_key = ?",
+    "ended_reason": "update engine_sessions set ended_reason = ?, updated_utc = ? "
+    "where host = ? and session_key = ?",
+}
 
 
 @dataclass(frozen=True)
@@ -152,7 +161,7 @@ class EngineSessions:
             host_session_id is None or found.host_session_id in (None, host_session_id)
         ):
             if found.host_session_id is None and host_session_id is not None:
-                self._update(host, session_key, host_session_id=host_session_id)
+                self._update(host, session_key, "host_session_id", host_session_id)
                 return self.find(host, session_key) or found
             return found
         with self.store.atomic():
@@ -227,7 +236,7 @@ class EngineSessions:
         """Record that a sub-agent's key ended; None when the key is unknown."""
         if self.find(host, session_key) is None:
             return None
-        self._update(host, session_key, ended_reason=reason)
+        self._update(host, session_key, "ended_reason", reason)
         return self.find(host, session_key)
 
     # -- commits --------------------------------------------------------------------------
@@ -312,23 +321,18 @@ class EngineSessions:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def _update(self, host: str, session_key: str, **values: str) -> None:
-        columns = {"host_session_id", "ended_reason"}
-        assert set(values) <= columns
-        sets = ", ".join(f"{name} = ?" for name in sorted(values))
+    def _update(self, host: str, session_key: str, column: str, value: str) -> None:
         with self.store.atomic():
-            self.store.conn.execute(
-                f"update engine_sessions set {sets}, updated_utc = ? "
-                "where host = ? and session_key = ?",
-                [*(values[name] for name in sorted(values)), _now(), host, session_key],
-            )
+            self.store.conn.execute(UPDATE_SQL[column], [value, _now(), host, session_key])
 
 
 def _check_text(what: str, value: str | None) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise InvalidEntry(f"{what} {value!r} must be a non-empty string without NUL")
+    if not isinstance(value, str) or not value or not is_storable_text(value):
+        raise InvalidEntry(
+            f"{what} {value!r} must be a non-empty string without NUL or lone surrogates"
+        )
 
 
 def _now() -> str:
