@@ -3,9 +3,11 @@
 Builds one OpenClaw-like session of N committed turns (user + assistant, every 5th with
 a 4 KB tool result) and compacts it once, as a long session would be, then times, per
 call: ``commitTurn`` (a new turn under a new advancement key), ``assemble`` (the
-compacted context) and a no-op ``ingest`` -- in-process (`EngineCalls`, no HTTP), and
-through `ServiceClient` against a running ``nexus-store serve`` over its Unix socket and
-over TCP on 127.0.0.1. Prints p50 and p99 and the service/in-process ratio.
+compacted context) and a no-op ``ingest`` -- in-process (`EngineCalls`, no HTTP), through
+the OpenClaw plugin's own JavaScript client (Node; what OpenClaw pays; skipped without
+Node), and through the Python `ServiceClient` (httpx) over the Unix socket and over TCP,
+all against one running ``nexus-store serve``. Prints p50 and p99 and the ratio to
+in-process.
 
     python benchmarks/bench_service.py --turns 10000
 """
@@ -13,9 +15,12 @@ over TCP on 127.0.0.1. Prints p50 and p99 and the service/in-process ratio.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,31 +127,106 @@ def operations(
     }
 
 
+NODE_DRIVER = """
+import { ServiceClient } from %(index)s;
+const [db, reps, wanted] = [%(db)s, %(reps)d, %(ops)s];
+const client = new ServiceClient({ db });
+const key = "agent:main:bench";
+const message = (n) => [
+  { role: "user", content: `question ${n}`, timestamp: n },
+  { role: "assistant", content: [{ type: "text", text: `answer ${n}` }], timestamp: n },
+];
+let n = 0;
+const ops = {
+  commitTurn: () => client.call("commitTurn", { advancementKey: `node-${n++}`, sessionKey: key, messages: message(n) }),
+  assemble: () => client.call("assemble", { sessionKey: key, tokenBudget: 100000 }),
+  "ingest (no-op)": () => client.call("ingest", { sessionKey: key, message: { role: "user", content: "x" } }),
+};
+const out = {};
+for (const [name, op] of Object.entries(ops)) {
+  if (!wanted.includes(name)) continue;
+  await op();
+  const times = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = process.hrtime.bigint();
+    await op();
+    times.push(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+  out[name] = times;
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def node_binary() -> str | None:
+    """Node for the plugin's own client (NEXUS_TEST_NODE, else node on PATH)."""
+    return os.environ.get("NEXUS_TEST_NODE") or shutil.which("node")
+
+
+def through_plugin(node: str, db: Path, reps: int, ops: list[str]) -> dict[str, list[float]]:
+    """Times of each operation through the OpenClaw plugin's JavaScript client."""
+    from nexus_store.integrations import openclaw_plugin_dir
+
+    index = (openclaw_plugin_dir() / "index.js").as_uri()
+    script = db.with_name("drive.mjs")
+    values = {"index": json.dumps(index), "db": json.dumps(str(db)), "reps": reps}
+    script.write_text(NODE_DRIVER % {**values, "ops": json.dumps(ops)})
+    done = subprocess.run(
+        [node, str(script)], capture_output=True, text=True, timeout=1800, check=True
+    )
+    result: dict[str, list[float]] = json.loads(done.stdout)
+    return result
+
+
 def run(turns: int, reps: int = 200) -> list[dict[str, Any]]:
-    """Measure every operation in every mode; records with p50/p99 in seconds."""
+    """Measure every operation in every mode; records with p50/p99 in seconds.
+
+    Reads first, in every mode, then commits (each adds a turn): so every mode's
+    ``assemble`` sees the same compacted session.
+    """
     records: list[dict[str, Any]] = []
+    methods = {
+        "commitTurn": EngineCalls.commit_turn,
+        "assemble": EngineCalls.assemble,
+        "ingest": EngineCalls.ingest,
+    }
+    node = node_binary()
     with tempfile.TemporaryDirectory(prefix="nexus-bench-service-") as tmp:
         db = Path(tmp) / "bench.db"
         build(db, turns)
-        methods = {
-            "commitTurn": EngineCalls.commit_turn,
-            "assemble": EngineCalls.assemble,
-            "ingest": EngineCalls.ingest,
-        }
-        with Store(db) as store:
-            calls = EngineCalls(store)
-            for op, fn in operations(lambda m, p: methods[m](calls, p), "inproc").items():
-                records.append(_record(op, "in-process", turns, timed(fn, reps)))
         info = ensure_running(db, timeout=120)
         try:
-            for mode, unix in (("service, Unix socket", True), ("service, TCP 127.0.0.1", False)):
-                with ServiceClient(db, unix_socket=unix) as client:
+            for phase in (["assemble", "ingest (no-op)"], ["commitTurn"]):
+                with Store(db) as store:
+                    calls = EngineCalls(store)
+                    ops = operations(lambda m, p, c=calls: methods[m](c, p), f"inproc-{phase[0]}")
+                    for op in phase:
+                        records.append(_record(op, "in-process", turns, timed(ops[op], reps)))
+                if node:
+                    for op, times in through_plugin(node, db, reps, phase).items():
+                        records.append(_record(op, "plugin client (Node)", turns, times))
+                for mode, unix in (
+                    ("Python client, Unix socket", True),
+                    ("Python client, TCP", False),
+                ):
                     if unix and not info.socket:
                         continue
-                    for op, fn in operations(client.call, mode.split()[-1]).items():
-                        records.append(_record(op, mode, turns, timed(fn, reps)))
+                    with ServiceClient(db, unix_socket=unix) as client:
+                        ops = operations(client.call, mode.split()[-1])
+                        for op in phase:
+                            records.append(_record(op, mode, turns, timed(ops[op], reps)))
         finally:
             os.kill(info.pid, signal.SIGTERM)
+    order = ["commitTurn", "assemble", "ingest (no-op)"]
+    modes = [
+        "in-process",
+        "plugin client (Node)",
+        "Python client, Unix socket",
+        "Python client, TCP",
+    ]
+    records.sort(
+        key=lambda r: (modes.index(r["peer"]), order.index(r["workload"].removeprefix("service-")))
+    )
     return records
 
 

@@ -194,16 +194,17 @@ class EngineCalls:
         with self.lock:
             session = self._session(params)
             engine = self._engine(params)
-            stored = self.store.get_session(session.session_id)
-            fresh = not stored.turn_count
-            if fresh and "messages" not in params and not self.sessions.commits(stored.id):
-                # a session never seen: ask for OpenClaw's history once, to import it
-                return {"needsHistory": True}
-            imported = self._import_once(session, host_messages)
-            stored = self.store.get_session(session.session_id)
-            if stored.turn_count == 0 and stored.parent_session and stored.fork_turn:
+            has_turns, parent, fork = self.sessions.shape(session.session_id)
+            if not has_turns and "messages" not in params:
+                if not self.sessions.commits(session.session_id):
+                    # a session never seen: ask for OpenClaw's history once, to import it
+                    return {"needsHistory": True}
+            imported = self._import_once(session, host_messages) if not has_turns else 0
+            if imported:
+                has_turns = True
+            if not has_turns and parent and fork:
                 # a forked child before its first turn: the parent's path, not copied
-                ctx = self.store.context(stored.parent_session, stored.fork_turn)
+                ctx = self.store.context(parent, fork)
                 messages = [m for m in ctx.messages if isinstance(m, dict)]
                 result = {
                     "messages": messages,

@@ -43,6 +43,16 @@ where e.host = ?
 order by e.updated_utc desc, e.id desc
 """
 
+# Whether a session has turns, and where it forks from: without counting its turns
+# (get_session's count is O(history); assemble runs on every model call).
+SESSION_SHAPE_SQL = """
+select s.last_seq >= 0, parent.uid, fork.uid
+from sessions s
+left join sessions parent on parent.id = s.parent_session_id
+left join turns fork on fork.id = s.fork_turn_id
+where s.uid = ?
+"""
+
 # What an advancement key already committed (the turn's public id, if any).
 COMMIT_BY_KEY_SQL = """
 select s.uid, t.uid
@@ -288,6 +298,17 @@ class EngineSessions:
                 raise
             return earlier
         return CommitOutcome("committed", session_id, None if turn is None else turn.id)
+
+    def shape(self, session_id: str) -> tuple[bool, str | None, str | None]:
+        """``(has turns, parent session, fork turn)`` of a session, in O(1).
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+        """
+        row = self.store.conn.execute(SESSION_SHAPE_SQL, [session_id]).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return bool(row[0]), row[1], row[2]
 
     def commits(self, session_id: str) -> int:
         """How many turn commits a session has."""
