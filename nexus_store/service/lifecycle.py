@@ -17,6 +17,7 @@ had history in OpenClaw before nexus_store was selected is imported once, from t
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,7 +62,12 @@ def _int(params: Mapping[str, Any], name: str) -> int | None:
     value = params.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise RequestError(f"{name!r} must be a non-negative number, not {value!r}")
     return int(value)
 
@@ -128,12 +134,15 @@ class EngineCalls:
             compaction = CompactionConfig(**config)
         except ValueError as err:
             raise RequestError(f"invalid compaction options: {err}") from None
+        summarizer = options.get("summarizer") or self.summarizer
+        if summarizer not in ("extractive", "openai"):
+            raise RequestError(f"'summarizer' must be 'extractive' or 'openai', not {summarizer!r}")
         workspace = params.get("workspaceDir")
         use_workspace = options.get("systemPromptAddition", "workspace") == "workspace"
         return ContextEngine(
             self.store,
             config=compaction,
-            summarizer=options.get("summarizer") or self.summarizer,
+            summarizer=summarizer,
             workspace_dir=Path(workspace) if isinstance(workspace, str) and use_workspace else None,
         )
 
