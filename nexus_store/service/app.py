@@ -26,7 +26,7 @@ from nexus_store import __version__
 from nexus_store.errors import InvalidEntry, NexusError, SessionNotFound, TurnNotFound
 from nexus_store.service.lifecycle import EngineCalls, RequestError
 
-__all__ = ["LOOPBACK", "METHODS", "create_app", "openapi"]
+__all__ = ["LOOPBACK", "METHODS", "SLOW", "create_app", "openapi"]
 
 log = logging.getLogger("nexus_store.service")
 
@@ -54,6 +54,13 @@ METHODS: dict[str, tuple[Handler, str]] = {
     "onSubagentEnded": (EngineCalls.on_subagent_ended, "Record that a sub-agent ended."),
     "session": (EngineCalls.session_of, "The session a session key maps to."),
 }
+
+
+# Calls that may wait on a summarizer model run in a worker thread. The others take a
+# millisecond or two and run on the event loop: a worker-thread hop costs two wake-ups,
+# which on a busy machine doubled their latency, and every call takes the one store
+# lock anyway, so a thread would not let them run side by side.
+SLOW = frozenset({"compact", "afterTurn"})
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -199,7 +206,10 @@ def create_app(calls: EngineCalls, token: str, *, database: str = "") -> Starlet
             if not isinstance(body, dict):
                 return _json({"error": f"{name}: the request body must be a JSON object"}, 400)
             try:
-                result = await run_in_threadpool(handler, calls, body)
+                if name in SLOW:
+                    result = await run_in_threadpool(handler, calls, body)
+                else:
+                    result = handler(calls, body)
             except Exception as err:
                 status = _status(err)
                 log.error("%s failed (%d): %s: %s", name, status, type(err).__name__, err)

@@ -143,6 +143,12 @@ def running(files: ServiceFiles) -> ServiceInfo | None:
         state = json.loads(files.state.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return None  # starting: not bound yet
+    try:
+        os.kill(int(state["pid"]), 0)
+    except ProcessLookupError:
+        return None  # left by a killed service; the one holding the lock is starting
+    except PermissionError:
+        pass  # alive, another user's (cannot happen with 0600 files, but not ours to judge)
     return ServiceInfo(
         url=state["url"], pid=state["pid"], socket=state.get("socket"), database=state["database"]
     )
@@ -226,6 +232,10 @@ def serve(
                 f"another process holds {files.lock} but does not answer; if no "
                 "`nexus-store serve` runs, delete that file"
             ) from None
+        # a state file left by a killed service is stale from here on: clients must not
+        # take its address (or pid) for ours while we start
+        with contextlib.suppress(FileNotFoundError):
+            files.state.unlink()
         token = read_token(files, create=True)
         store = Store(files.database)
         try:
