@@ -448,3 +448,39 @@ def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
             )[0][0]
             == 1
         )
+
+
+def test_uninstall_puts_the_previous_engine_back(openclaw: OpenClaw) -> None:
+    oc = openclaw
+    stored = oc.sql("select count(*) from turns")[0][0] if oc.db.exists() else None
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nexus_store",
+            "openclaw",
+            "uninstall",
+            "--openclaw",
+            f"{oc.node} {oc.mjs}",
+            "--json",
+        ],
+        env=oc.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    result = json.loads(done.stdout)
+    assert result == {"contextEngine": "legacy", "database": str(oc.db.resolve())}
+    config = json.loads((Path(oc.env["HOME"]) / ".openclaw" / "openclaw.json").read_text())
+    plugins = config.get("plugins", {})
+    assert plugins.get("slots", {}).get("contextEngine") == "legacy"
+    # OpenClaw keeps a disabled stub entry; the link and the config are gone
+    assert plugins.get("entries", {}).get("nexus-store", {"enabled": False}) == {"enabled": False}
+    assert not any("integrations" in p for p in plugins.get("load", {}).get("paths", []))
+    # the plugin folder inside the package is untouched, and the sessions stay
+    from nexus_store.integrations import openclaw_plugin_dir
+
+    assert (openclaw_plugin_dir() / "index.js").is_file()
+    if stored is not None:
+        assert oc.sql("select count(*) from turns")[0][0] == stored
