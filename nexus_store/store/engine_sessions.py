@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nexus_store.errors import InvalidEntry, SessionNotFound
 from nexus_store.rows import is_storable_text
+from nexus_store.store.db import utc_now
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["CommitOutcome", "EngineSession", "EngineSessions"]
 
@@ -357,6 +358,4 @@ def _check_text(what: str, value: str | None) -> None:
 
 
 def _now() -> str:
-    from nexus_store.store.core import utc_now
-
     return utc_now()
