@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nexus_store import __version__
+from nexus_store.compaction.policy import CompactionConfig
 from nexus_store.engine import ContextEngine
 from nexus_store.errors import InvalidEntry, NexusError
-from nexus_store.policy import CompactionConfig
 from nexus_store.store import Store
 from nexus_store.store.engine_sessions import EngineSession, EngineSessions
 
