@@ -52,7 +52,7 @@ from peers.raw_sqlite import RawSqlitePeer  # noqa: E402
 WORK = HERE / ".work"
 DATA = WORK / "data"
 RUNS = WORK / "runs"
-WORKLOADS = ("append", "context", "branches", "status", "import", "storage")
+WORKLOADS = ("append", "context", "branches", "status", "import", "storage", "service")
 
 
 @dataclass
@@ -488,6 +488,27 @@ IMPORT_LOADERS = {
 }
 
 
+def run_service(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """The context-engine service (issue 12): calls through a client beside in-process."""
+    try:
+        import bench_service
+    except ImportError as err:  # the serve extra (starlette, uvicorn) is not installed
+        res.note(f"service skipped: {err}")
+        return
+    turns = 1_000 if cfg.quick else 10_000
+    try:
+        records = bench_service.run(turns, reps=50 if cfg.quick else 300)
+    except Exception as err:  # e.g. the service cannot start without the serve extra
+        res.note(f"service skipped: {type(err).__name__}: {err}")
+        return
+    for rec in records:
+        res.records.append(rec)
+        print(
+            f"  service {rec['workload']:26s} {rec['peer']:24s} {rec['median_s'] * 1000:7.2f} ms",
+            flush=True,
+        )
+
+
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -644,6 +665,12 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
                 f"  {r['size']:>9,}  {r['peer']:30s} "
                 f"{r['bytes_per_1k_turns'] / 1e6:8.2f} MB/1k turns  {ratio}"
             )
+
+    service = [r for r in recs if r["workload"].startswith("service-")]
+    if service:
+        import bench_service
+
+        out.extend(["", *bench_service.render(service)])
 
     out.extend(["", "targets (issue 5)", "-----------------"])
     out.extend(targets(res, cfg))
@@ -949,6 +976,7 @@ def main(argv: list[str] | None = None) -> int:
         ("branches", run_branches),
         ("append", run_append),
         ("import", run_import),
+        ("service", run_service),
     ]
     for name, fn in phases:
         if name in wanted or (name == "context" and "storage" in wanted):

@@ -16,8 +16,10 @@ from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import doctor, gc
+from nexus_store.cli.openclaw import openclaw
 from nexus_store.cli.read import schema, sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.service import serve
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -69,5 +71,7 @@ for command in (
     doctor,
     gc,
     copy,
+    serve,
+    openclaw,
 ):
     cli.add_command(command)
