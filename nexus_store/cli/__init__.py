@@ -18,6 +18,7 @@ from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.sync import sync
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -58,6 +59,7 @@ def cli(db: Path | str | None, counter: str | None) -> None:
 for command in (
     import_,
     export,
+    sync,
     sessions,
     tree,
     context,
