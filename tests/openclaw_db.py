@@ -141,7 +141,11 @@ def conversation(prefix: str, turns: int, *, compact_at: int | None = None) -> l
                 "type": "message",
                 "id": f"{prefix}u{n}",
                 "timestamp": ts,
-                "message": {"role": "user", "content": f"question {n} " + "x" * 1500, "timestamp": ms},
+                "message": {
+                    "role": "user",
+                    "content": f"question {n} " + "x" * 1500,
+                    "timestamp": ms,
+                },
             }
         )
         add(
@@ -154,7 +158,13 @@ def conversation(prefix: str, turns: int, *, compact_at: int | None = None) -> l
                     "content": [{"type": "text", "text": f"answer {n} " + "y" * 1200}],
                     "provider": "openai",
                     "model": "gpt-test",
-                    "usage": {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15},
+                    "usage": {
+                        "input": 10,
+                        "output": 5,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": 15,
+                    },
                     "stopReason": "stop",
                     "timestamp": ms,
                 },

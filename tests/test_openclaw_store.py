@@ -72,17 +72,21 @@ class TestReadingTheStore:
                     got = store.context(session.id, entry["id"])
                     assert got.messages == want["messages"]
                     assert got.model == want["model"]
-                assert store.context(session.id).messages == reference_context(
-                    entries, entries[-1]["id"]
-                )["messages"]
+                assert (
+                    store.context(session.id).messages
+                    == reference_context(entries, entries[-1]["id"])["messages"]
+                )
 
     def test_zstd_rows_decode_to_the_same_entries(self, tmp_path: Path) -> None:
         plain = _build(tmp_path / "a", 23)
         packed = _build(tmp_path / "b", 23, compress=True)
         conn = sqlite3.connect(packed)
-        assert conn.execute(
-            "select count(*) from transcript_events where event_zstd is not null"
-        ).fetchone()[0] > 10
+        assert (
+            conn.execute(
+                "select count(*) from transcript_events where event_zstd is not null"
+            ).fetchone()[0]
+            > 10
+        )
         conn.close()
         exported = []
         for path in (plain, packed):
@@ -166,7 +170,9 @@ class TestSyncingTheStore:
             more = openclaw_db.conversation("s2-more-", 2)
             more[0]["parentId"] = _entries_of(path, "s2")[-1]["id"]
             conn = openclaw_db.connect(path)
-            last = conn.execute("select max(seq) from transcript_events where session_id='s2'").fetchone()[0]
+            last = conn.execute(
+                "select max(seq) from transcript_events where session_id='s2'"
+            ).fetchone()[0]
             openclaw_db.add_events(conn, "s2", more, start_seq=last + 1)
             conn.close()
             report = sync_paths(store, [path])
@@ -191,7 +197,9 @@ class TestSyncingTheStore:
             conn.close()
             report = sync_paths(store, [path])
             assert len(report.reread) == 1 and "s1: rewritten (generation g2)" in report.reread[0]
-            assert report.turns == 0 and report.conflicts == 0  # same rows: nothing new, nothing mixed
+            assert (
+                report.turns == 0 and report.conflicts == 0
+            )  # same rows: nothing new, nothing mixed
 
 
 WRITER = textwrap.dedent(
@@ -234,7 +242,7 @@ def test_a_concurrent_openclaw_writer_is_never_blocked_and_nothing_is_lost(tmp_p
             report = sync_paths(store, [path])
             assert report.errors == [] and report.conflicts == 0
             time.sleep(0.01)
-        out, err = writer.communicate()
+        _out, err = writer.communicate()
         assert writer.returncode == 0, err  # busy_timeout 0: any lock we took fails the writer
         sync_paths(store, [path])
         turns = store.conn.execute(
@@ -243,4 +251,6 @@ def test_a_concurrent_openclaw_writer_is_never_blocked_and_nothing_is_lost(tmp_p
         ).fetchone()
         assert tuple(turns) == (count, count)
         entries = _entries_of(path, "s2")
-        assert store.context("s2").messages == reference_context(entries, f"w{count - 1}")["messages"]
+        assert (
+            store.context("s2").messages == reference_context(entries, f"w{count - 1}")["messages"]
+        )

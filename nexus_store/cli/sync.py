@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -25,7 +26,12 @@ __all__ = ["sync"]
     help="With --watch: changes closer together than this many milliseconds are one sync.",
 )
 @click.option("--strict", is_flag=True, help="All or nothing per source: stop at its 1st problem.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (one per sync).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary as JSON (--watch: one line per sync).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no problem list.")
 @click.pass_context
 def sync(
@@ -71,7 +77,7 @@ def sync(
             watch(
                 store,
                 roots,
-                lambda report: _render(report, as_json=as_json, quiet=quiet),
+                lambda report: _render(report, as_json=as_json, quiet=quiet, lines=True),
                 debounce_ms=debounce,
             )
         except KeyboardInterrupt:
@@ -95,7 +101,10 @@ def sync(
         ctx.exit(1)
 
 
-def _render(report: SyncReport, *, as_json: bool, quiet: bool) -> None:
+def _render(report: SyncReport, *, as_json: bool, quiet: bool, lines: bool = False) -> None:
+    if as_json and lines:  # --watch --json: one JSON object per line, per sync
+        click.echo(json.dumps(report.model_dump(), ensure_ascii=False))
+        return
     if as_json:
         echo_json(report.model_dump())
         return

@@ -51,11 +51,22 @@ def watch(
             "sync --watch needs the watchfiles package: pip install 'nexus_store[watch]'"
         ) from None
     roots = [Path(r).resolve() for r in roots]
-    on_sync(sync_paths(store, roots))
     watched = sorted({str(r if r.is_dir() else r.parent) for r in roots})
+    first = True
+    # The watcher starts before the first sync (at the first, empty, yield), so a change
+    # made while that sync runs is seen and synced next, never missed.
     for changes in watchfiles.watch(
-        *watched, debounce=debounce_ms, stop_event=stop, raise_interrupt=True
+        *watched,
+        debounce=debounce_ms,
+        stop_event=stop,
+        raise_interrupt=True,
+        yield_on_timeout=True,
+        rust_timeout=200,
     ):
+        if first:
+            first = False
+            on_sync(sync_paths(store, roots))
+            continue
         changed = {Path(path) for _, path in changes}
         targets = [r for r in roots if any(_under(c, r) for c in changed)]
         if targets:
