@@ -14,7 +14,7 @@ create table sync_sources (
     inode integer,
     size integer,                          -- st_size when last read
     mtime_ns integer,                      -- st_mtime_ns when last read
-    offset integer not null default 0,     -- bytes read and stored: up to the last complete line
+    byte_offset integer not null default 0,  -- bytes read and stored: up to the last complete line
     lines integer not null default 0,      -- lines before offset
     tail_sha256 text,                      -- SHA-256 of the (up to 4,096) bytes before offset
     last_seq integer,                      -- openclaw_session: the last transcript_events.seq stored

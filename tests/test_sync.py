@@ -18,6 +18,8 @@ from nexus_store.cli import cli
 from nexus_store.sync import default_sources, sync_paths
 from tests.reference import reference_context
 
+pytest_plugins = ["tests.pg_server"]
+
 
 def _pi_lines(session: str, start: int, count: int, parent: str | None) -> list[dict]:
     out = []
@@ -359,3 +361,36 @@ def test_watch_follows_appends_until_interrupted(tree: Path, tmp_path: Path) -> 
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+class TestOnPostgres:
+    def test_sync_and_openclaw_lineage_on_postgres(
+        self, tree: Path, tmp_path: Path, pg_url: str
+    ) -> None:
+        from tests import openclaw_db
+
+        database = tmp_path / "openclaw-agent.sqlite"
+        conn = openclaw_db.create(database, 23)
+        openclaw_db.add_window(conn, "o1")
+        openclaw_db.add_events(
+            conn,
+            "o1",
+            [openclaw_db.header("o1"), *openclaw_db.conversation("o1-", 2)],
+            compress=True,
+        )
+        openclaw_db.add_window(conn, "o2", previous="o1", reason="rollover", created_at=5)
+        openclaw_db.add_events(
+            conn, "o2", [openclaw_db.header("o2"), *openclaw_db.conversation("o2-", 1)]
+        )
+        conn.close()
+        with Store(pg_url, counter="chars4") as store:
+            first = sync_paths(store, [tree, database])
+            assert first.errors == [] and first.new == 4 and first.turns == 18 + 4 + 2
+            _write(tree / "s0.jsonl", _pi_lines("s0", 6, 2, "s0-5"))
+            again = sync_paths(store, [tree, database])
+            assert (again.grown, again.unchanged, again.turns) == (1, 3, 2)
+            row = store.conn.execute(
+                "select l.reason, p.uid from sessions s join session_lineage l on l.session_id = s.id "
+                "join sessions p on p.id = s.parent_session_id where s.uid = 'o2'"
+            ).fetchone()
+            assert tuple(row) == ("rollover", "o1")

@@ -23,7 +23,7 @@ _COLUMNS = (
     "inode",
     "size",
     "mtime_ns",
-    "offset",
+    "byte_offset",
     "lines",
     "tail_sha256",
     "last_seq",
@@ -74,7 +74,7 @@ class Checkpoint:
     inode: int | None = None
     size: int | None = None
     mtime_ns: int | None = None
-    offset: int = 0
+    byte_offset: int = 0
     lines: int = 0
     tail_sha256: str | None = None
     last_seq: int | None = None
@@ -162,10 +162,6 @@ class Checkpoints:
             [session_key, previous_source_id, reason, openclaw_key, source_path],
         )
 
-    def link_parents(self) -> int:
-        """Point sessions at their earlier window's session where both are stored now.
-
-        Returns:
-            How many sessions got a parent.
-        """
-        return int(self.conn.execute(LINK_PARENTS_SQL).rowcount or 0)
+    def link_parents(self) -> None:
+        """Point sessions at their earlier window's session where both are stored now."""
+        self.conn.execute(LINK_PARENTS_SQL)

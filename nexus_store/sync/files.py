@@ -107,13 +107,13 @@ def _plan(cp: Checkpoint | None, st: os.stat_result, fd: int) -> _Plan:
         return _Plan("new", 0)
     if (cp.device, cp.inode) != (st.st_dev, st.st_ino):
         return _Plan("reread", 0, "replaced by another file")
-    if st.st_size < cp.offset:
-        return _Plan("reread", 0, f"truncated from {cp.offset:,} to {st.st_size:,} bytes")
-    if cp.offset and _tail_hash(fd, cp.offset) != cp.tail_sha256:
-        return _Plan("reread", 0, f"rewritten (the bytes before offset {cp.offset:,} changed)")
+    if st.st_size < cp.byte_offset:
+        return _Plan("reread", 0, f"truncated from {cp.byte_offset:,} to {st.st_size:,} bytes")
+    if cp.byte_offset and _tail_hash(fd, cp.byte_offset) != cp.tail_sha256:
+        return _Plan("reread", 0, f"rewritten (the bytes before offset {cp.byte_offset:,} changed)")
     if cp.state is None:  # a format read whole: the store keeps what it has
         return _Plan("grown", 0)
-    return _Plan("grown", cp.offset)
+    return _Plan("grown", cp.byte_offset)
 
 
 def unchanged(cp: Checkpoint | None, st: os.stat_result) -> bool:
@@ -216,7 +216,7 @@ def _record(
             inode=st.st_ino,
             size=st.st_size,
             mtime_ns=st.st_mtime_ns,
-            offset=end,
+            byte_offset=end,
             lines=lines,
             tail_sha256=_tail_hash(fd, end) if end else None,
             state=state,
