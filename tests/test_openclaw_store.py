@@ -254,3 +254,18 @@ def test_a_concurrent_openclaw_writer_is_never_blocked_and_nothing_is_lost(tmp_p
         assert (
             store.context("s2").messages == reference_context(entries, f"w{count - 1}")["messages"]
         )
+
+
+def test_a_session_migrated_from_jsonl_is_stored_once(tmp_path: Path) -> None:
+    path = _build(tmp_path, 23, compress=True)
+    jsonl = tmp_path / "s1.jsonl"
+    entries = _entries_of(path, "s1")
+    jsonl.write_text(
+        "".join(json.dumps(e) + "\n" for e in [openclaw_db.header("s1"), *entries[:5]])
+    )
+    with Store(tmp_path / "s.db", counter="chars4") as store:
+        store.import_jsonl(jsonl)  # before OpenClaw moved its transcripts into SQLite
+        report = sync_paths(store, [path])
+        assert (report.conflicts, report.skipped) == (0, 0)
+        assert report.turns == len(entries) - 5 + len(_entries_of(path, "s2"))
+        assert [s.id for s in store.list_sessions()].count("s1") == 1
