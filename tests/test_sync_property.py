@@ -7,11 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nexus_store import Store
 from nexus_store.sync import sync_paths
+from tests.conftest import corpus_dir
 from tests.reference import reference_context
 from tests.test_assembly_property import trees
 
@@ -52,3 +54,48 @@ def test_syncing_a_growing_file_in_pieces_equals_one_import(
                     synced.context("prop", e["id"]).messages
                     == reference_context(entries, e["id"])["messages"]
                 )
+
+
+def _corpus_files() -> list[Path]:
+    from tests.conftest import CORPUS
+
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.rglob("*.jsonl") if p.read_bytes().endswith(b"\n"))
+
+
+def _usage(store: Store) -> tuple[int, int]:
+    row = store.conn.execute(
+        "select coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) from messages"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.parametrize("source", _corpus_files(), ids=lambda p: p.name[:60])
+def test_real_transcripts_synced_in_three_pieces_equal_one_import(
+    source: Path, tmp_path: Path
+) -> None:
+    corpus_dir()  # skips where the corpus is absent
+    data = source.read_bytes()
+    path = tmp_path / source.name
+    path.write_bytes(b"")
+    with (
+        Store(memory=True, counter="chars4") as synced,
+        Store(memory=True, counter="chars4") as whole,
+    ):
+        written = 0
+        for point in (len(data) // 3 + 7, 2 * len(data) // 3 + 3, len(data)):
+            with open(path, "ab") as f:
+                f.write(data[written:point])
+            written = point
+            report = sync_paths(synced, [path])
+            assert report.errors == [] and report.reread == []
+        whole.import_jsonl(path)
+        assert [s.id for s in synced.list_sessions()] == [s.id for s in whole.list_sessions()]
+        for session in whole.list_sessions():
+            assert list(synced.iter_export_entries(session.id)) == list(
+                whole.iter_export_entries(session.id)
+            )
+        assert _usage(synced) == _usage(
+            whole
+        )  # Claude Code responses split across pieces count once
