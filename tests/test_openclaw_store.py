@@ -14,7 +14,7 @@ import pytest
 
 from nexus_store import Store
 from nexus_store.cli import cli
-from nexus_store.formats.openclaw_store import OpenClawStore, UnknownSchemaVersion
+from nexus_store.store.openclaw_source import OpenClawStore, UnknownSchemaVersion
 from nexus_store.sync import sync_paths
 from tests import openclaw_db
 from tests.reference import reference_context

@@ -394,3 +394,18 @@ class TestOnPostgres:
                 "join sessions p on p.id = s.parent_session_id where s.uid = 'o2'"
             ).fetchone()
             assert tuple(row) == ("rollover", "o1")
+
+
+def test_another_programs_sqlite_is_not_a_transcript(tmp_path: Path, runner) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("create table notes (x)")
+    conn.close()
+    result = runner.invoke(cli, ["--db", str(tmp_path / "x.db"), "import", str(other)])
+    assert result.exit_code == 1
+    assert (
+        f"not a transcript: {other} (an SQLite database that is not an OpenClaw agent database)"
+        in result.output
+    )

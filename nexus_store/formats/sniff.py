@@ -3,15 +3,15 @@
 `import` and `sync` are pointed at whole folders (``~/.claude/projects``,
 ``~/.openclaw``), which also hold READMEs, archives, images and other databases.
 `check_transcript` looks at the first bytes of a file and says what it is: a JSONL
-transcript, an OpenClaw agent database (``openclaw-agent.sqlite``), or not a
-transcript, with why ("not a transcript: PATH (an archive (gzip))"). It never
+transcript, an SQLite database (read as an OpenClaw agent database, which tells
+another program's database apart), or not a transcript, with why ("not a
+transcript: PATH (an archive (gzip))"). It never
 rejects a damaged transcript: one readable JSON object line among the first lines
 is enough to be read (and its bad lines reported one by one).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from nexus_store.errors import TranscriptError
@@ -51,11 +51,12 @@ def check_transcript(path: str | Path) -> str:
         path: The file.
 
     Returns:
-        `TRANSCRIPT` (JSONL of any supported format) or `OPENCLAW_STORE`.
+        `TRANSCRIPT` (JSONL of any supported format) or `OPENCLAW_STORE` (an SQLite
+        file: `nexus_store.store.openclaw_source` reads it or says why not).
 
     Raises:
-        NotATranscript: The file is empty, binary, an archive, another SQLite
-            database, or text with no JSON object line (a README, a log).
+        NotATranscript: The file is empty, binary, an archive, or text with no JSON
+            object line (a README, a log).
         OSError: The file cannot be read.
     """
     with open(path, "rb") as handle:
@@ -63,9 +64,9 @@ def check_transcript(path: str | Path) -> str:
     if not head:
         return _reject(path, "empty file")
     if head.startswith(_SQLITE):
-        if is_openclaw_store(path):
-            return OPENCLAW_STORE
-        return _reject(path, "an SQLite database that is not an OpenClaw agent store")
+        # Read as an OpenClaw agent database, which says "not a transcript" itself
+        # when it has no transcript_events table (store.openclaw_source).
+        return OPENCLAW_STORE
     for magic, name in _ARCHIVES:
         if head.startswith(magic):
             return _reject(path, f"an archive ({name})")
@@ -95,31 +96,3 @@ def _mostly_undecodable(head: bytes) -> bool:
     text = head.decode("utf-8", "replace")
     bad = text.count("\ufffd")
     return bad > max(8, len(text) // 20)
-
-
-def is_openclaw_store(path: str | Path) -> bool:
-    """Whether an SQLite file is an OpenClaw agent database (has ``transcript_events``).
-
-    Opened read-only, and only the schema is read: no lock is taken that would
-    block OpenClaw.
-
-    Args:
-        path: The file.
-
-    Returns:
-        True for an OpenClaw agent database (of any schema version).
-    """
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return False
-    try:
-        row = conn.execute(
-            "select 1 from sqlite_master where type = 'table' and name = 'transcript_events'"
-        ).fetchone()
-        return row is not None
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()

@@ -8,6 +8,7 @@ the entries it stored, so a checkpoint never runs ahead of the data.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -130,6 +131,16 @@ class Checkpoints:
             else:
                 values.append(getattr(checkpoint, column))
         self.conn.execute(UPSERT_SQL, values)
+
+    def paths_under(self, folder: str) -> list[str]:
+        """The files read before (status ok) at ``folder`` or below it."""
+        prefix = folder.rstrip(os.sep) + os.sep
+        rows = self.conn.execute(
+            "select path from sync_sources where member = '' and status = 'ok' and "
+            "(path = ? or substr(path, 1, ?) = ?)",
+            [folder, len(prefix), prefix],
+        ).fetchall()
+        return [str(row[0]) for row in rows]
 
     def session_key(self, session_uid: str) -> int | None:
         """The integer key of a session by its public id (None if absent)."""

@@ -37,9 +37,9 @@ from nexus_store.formats import (
     write_ndjson,
     write_pi,
 )
-from nexus_store.formats.openclaw_store import OpenClawStore
 from nexus_store.formats.sniff import OPENCLAW_STORE
 from nexus_store.store.checkpoints import Checkpoints
+from nexus_store.store.openclaw_source import OpenClawStore
 
 __all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
 

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nexus_store.formats.openclaw_store import OpenClawStore, Window
 from nexus_store.store.checkpoints import Checkpoint, Checkpoints
+from nexus_store.store.openclaw_source import OpenClawStore, Window
 from nexus_store.sync.report import SyncReport, store_parsed
 
 if TYPE_CHECKING:
@@ -27,11 +27,17 @@ __all__ = ["database_stat", "sync_openclaw_database"]
 
 
 def database_stat(path: Path) -> tuple[os.stat_result, list[int] | None]:
-    """The database file's stat and its WAL's ``[size, mtime_ns]`` (None: no WAL)."""
+    """The database file's stat and its WAL's ``[size, mtime_ns]`` (None: no or empty WAL).
+
+    An empty WAL holds nothing a reader would see (opening the database may create
+    one), so it counts as none.
+    """
     st = os.stat(path)
     try:
         wal = os.stat(f"{path}-wal")
     except FileNotFoundError:
+        return st, None
+    if wal.st_size == 0:
         return st, None
     return st, [wal.st_size, wal.st_mtime_ns]
 

@@ -221,12 +221,6 @@ def _remember(
 
 
 def _missing(checkpoints: Checkpoints, root: Path, seen: set[Path], report: SyncReport) -> None:
-    prefix = str(root.resolve())
-    rows = checkpoints.conn.execute(
-        "select path from sync_sources where member = '' and status = 'ok' and "
-        "(path = ? or substr(path, 1, ?) = ?)",
-        [prefix, len(prefix) + 1, prefix.rstrip(os.sep) + os.sep],
-    ).fetchall()
-    for (path,) in rows:
+    for path in checkpoints.paths_under(str(root.resolve())):
         if Path(path) not in seen and not os.path.exists(path):
             report.missing.append(f"{path}: gone since the last sync; its sessions are kept")

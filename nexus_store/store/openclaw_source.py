@@ -1,5 +1,9 @@
 """OpenClaw's own SQLite store (``agents/<agent>/agent/openclaw-agent.sqlite``), read only.
 
+(It lives in the store package because it talks SQL, to OpenClaw's database; what it
+produces are the same `ParsedSession` values as the transcript readers of
+`nexus_store.formats`.)
+
 Since 2026.8 OpenClaw keeps transcripts in a per-agent SQLite database instead of
 JSONL files. The tables nexus_store reads (``PRAGMA user_version`` 19, 21 and 23:
 OpenClaw 2026.8.1 to 2026.9.6; 2026.7 had no transcript store):
@@ -35,6 +39,7 @@ import orjson
 from nexus_store.errors import TranscriptError
 from nexus_store.formats.base import LineReader, ParsedSession, Problem
 from nexus_store.formats.pi import read_tree_entries
+from nexus_store.formats.sniff import NotATranscript
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -53,9 +58,16 @@ SUPPORTED_VERSIONS = {
     23: "2026.9.6",
 }
 
+# A session's rows after a seq, with their identity rows; schema 23 adds the zstd columns.
 _EVENTS_SQL = (
-    "select e.seq, {payload}, i.event_id, i.parent_id from transcript_events e "
+    "select e.seq, e.event_json, i.event_id, i.parent_id from transcript_events e "
     "left join transcript_event_identities i on i.session_id = e.session_id and i.seq = e.seq "
+    "where e.session_id = ? and e.seq > ? order by e.seq"
+)
+_EVENTS_ZSTD_SQL = (
+    "select e.seq, e.event_json, e.event_zstd, e.event_utf8_bytes, i.event_id, i.parent_id "
+    "from transcript_events e left join transcript_event_identities i "
+    "on i.session_id = e.session_id and i.seq = e.seq "
     "where e.session_id = ? and e.seq > ? order by e.seq"
 )
 _WINDOWS_SQL = (
@@ -180,6 +192,10 @@ class OpenClawStore:
             raise TranscriptError(f"cannot read OpenClaw database {self.path}: {err}") from None
         self._conn = conn
         try:
+            if "transcript_events" not in self._tables:
+                raise NotATranscript(
+                    self.path, "an SQLite database that is not an OpenClaw agent database"
+                )
             self._check_version()
         except TranscriptError:
             self.close()
@@ -318,8 +334,10 @@ class OpenClawStore:
         self, session_id: str, after_seq: int, name: str, problems: list[Problem]
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         compressed = "event_zstd" in self._columns and "event_utf8_bytes" in self._columns
-        payload = "e.event_json, e.event_zstd, e.event_utf8_bytes" if compressed else "e.event_json"
-        cursor = self.conn.execute(_EVENTS_SQL.format(payload=payload), [session_id, after_seq])
+        if compressed:
+            cursor = self.conn.execute(_EVENTS_ZSTD_SQL, [session_id, after_seq])
+        else:
+            cursor = self.conn.execute(_EVENTS_SQL, [session_id, after_seq])
         for row in cursor:
             seq = int(row[0])
             text: str | bytes | None = row[1]
