@@ -31,6 +31,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "jsonl"
 NEEDS = {
     "postgresql:": "a PostgreSQL server (tests/test_postgres.py runs copy against one)",
     "--summarizer openai": "an LLM endpoint (tests/test_summarizer.py serves one on 127.0.0.1)",
+    "--watch": "runs until Ctrl-C (tests/test_sync.py follows appends, then interrupts it)",
 }
 
 

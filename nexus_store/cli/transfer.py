@@ -53,7 +53,7 @@ def import_(
     Example:
         nexus-store import ~/.pi/agent/sessions
         nexus-store import ~/.claude/projects --json
-        nexus-store import ~/.openclaw/agents/main/agent/openclaw-agent.sqlite
+        nexus-store import ~/.openclaw/agents
         cat session.jsonl | nexus-store import -
         nexus-store import --example
     """
