@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from nexus_store.errors import (
     ConflictError,
+    ConstraintViolation,
+    CounterMismatch,
+    DatabaseBusy,
     InvalidEntry,
     InvalidQuery,
     NexusError,
@@ -31,8 +34,11 @@ __all__ = [
     "CharsEstimator",
     "Cl100kCounter",
     "ConflictError",
+    "ConstraintViolation",
     "Context",
     "ContextStatus",
+    "CounterMismatch",
+    "DatabaseBusy",
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "ConstraintViolation",
+    "CounterMismatch",
+    "DatabaseBusy",
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",
@@ -81,3 +84,45 @@ class SummarizerError(NexusError):
 
 class ReadOnlyError(NexusError):
     """A write was refused: the read-only `sql` door, or a file or folder the user cannot write."""
+
+
+class DatabaseBusy(NexusError):
+    """Another writer held the database (a file or a server's row lock) too long; retry.
+
+    Its own class so that callers can retry this and nothing else (issue 14); it
+    replaces the plain `NexusError` raised before, so old ``except`` clauses still
+    catch it.
+
+    Attributes:
+        where: The database file or server (password removed) that was busy.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+class CounterMismatch(NexusError):
+    """The database stores token counts made by another counter than the one asked for.
+
+    Attributes:
+        where: The database file or server.
+        recorded: The counter the database was created with.
+        requested: The counter asked for.
+    """
+
+    def __init__(self, message: str, *, where: str | None, recorded: str, requested: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.recorded = recorded
+        self.requested = requested
+
+
+class ConstraintViolation(NexusError):
+    """A write broke a uniqueness or link rule of the schema (a driver's integrity error).
+
+    The store catches it where a taken id is expected and reports it in its own
+    words; one that escapes names the rule the database enforced.
+    """

@@ -398,9 +398,9 @@ def test_only_retention_deletes_rows() -> None:
         for f in package.rglob("*.py")
         if "delete from" in f.read_text().lower()
     )
-    assert deleting == ["store/core.py", "store/retention.py"]
-    # core.py deletes in one place only: a session that never got a turn (spawn rollback)
-    core = (package / "store" / "core.py").read_text().lower()
+    assert deleting == ["store/gc.py", "store/sessions.py"]
+    # sessions.py deletes in one place only: a session that never got a turn (spawn rollback)
+    core = (package / "store" / "sessions.py").read_text().lower()
     assert core.count("delete from") == 1
     assert core.index("delete from") > core.index("def delete_session_if_empty")
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import logging
 import os
 import stat
@@ -145,7 +144,7 @@ REVIEWED_NAMES = {
     "marks",  # ", ".join("?" * n): placeholders only
     "where",  # one of two literal where-clauses (reading.children)
     "synchronous",  # checked against NORMAL/FULL/OFF/EXTRA before use (Store.__init__)
-    "statement",  # loop variable over the constant tuple UNLINK_SQL (store.retention)
+    "statement",  # loop variable over the constant tuple UNLINK_SQL (store.gc)
     "sql",  # a local built only from constants and `marks` (reviewed in place)
     # readonly.py: quote_identifier(name), name from sqlite_master's virtual tables
     "quote_identifier",
@@ -261,11 +260,9 @@ def test_export_writes_only_where_asked(tmp_path: Path, runner: CliRunner) -> No
 
 
 def test_summarizer_api_key_never_in_output(caplog: pytest.LogCaptureFixture) -> None:
-    if importlib.util.find_spec("nexus_store.summarizer") is None:
-        pytest.skip("nexus_store.summarizer is not on this branch yet (issue: compaction)")
     import httpx
 
-    from nexus_store.summarizer import HttpSummarizer  # type: ignore[import-not-found]
+    from nexus_store.compaction import HttpSummarizer
 
     key = "sk-live-very-secret-0123456789"
 

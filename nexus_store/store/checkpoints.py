@@ -13,6 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from nexus_store.store.db import utc_now
+
 __all__ = ["Checkpoint", "Checkpoints"]
 
 _COLUMNS = (
@@ -120,8 +122,6 @@ class Checkpoints:
         Args:
             checkpoint: What was read; ``synced_utc`` is set to now.
         """
-        from nexus_store.store.core import utc_now
-
         checkpoint.synced_utc = utc_now()
         values = []
         for column in _COLUMNS:

@@ -117,7 +117,7 @@ def decompress_zstd(blob: bytes, size: int) -> bytes:
         ValueError: Not a zstd frame, or not of the recorded size.
     """
     try:
-        from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # Python 3.14+
 
         data: bytes = zstd.decompress(blob)
     except ImportError:

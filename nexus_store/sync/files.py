@@ -33,7 +33,7 @@ from nexus_store.store.checkpoints import Checkpoint, Checkpoints
 from nexus_store.sync.report import SyncReport, store_parsed
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["sync_file"]
 

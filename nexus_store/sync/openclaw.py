@@ -21,7 +21,7 @@ from nexus_store.store.openclaw_source import OpenClawStore, Window
 from nexus_store.sync.report import SyncReport, store_parsed
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["database_stat", "sync_openclaw_database"]
 

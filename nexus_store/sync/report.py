@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from nexus_store.formats import ParsedSession, Problem
-from nexus_store.store.transfer import ImportReport
+from nexus_store.store.importing import ImportReport
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["SyncReport", "store_parsed"]
 

@@ -24,7 +24,7 @@ from nexus_store.sync.openclaw import database_stat, database_unchanged, sync_op
 from nexus_store.sync.report import SyncReport
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["SYNC_PATHS_ENV", "default_sources", "iter_sources", "sync_paths"]
 

@@ -19,7 +19,7 @@ from nexus_store.sync.report import SyncReport
 from nexus_store.sync.run import sync_paths
 
 if TYPE_CHECKING:
-    from nexus_store.store.core import Store
+    from nexus_store.store.facade import Store
 
 __all__ = ["watch"]
 

@@ -1,27 +1,19 @@
-"""Importing transcript files and exporting sessions back to JSONL.
+"""Importing transcript files (part `Importer`).
 
-Import: each file is parsed by `nexus_store.formats` (streamed, line by line) and
+Each file is parsed by `nexus_store.formats` (streamed, line by line) and
 stored by `Store.ingest` in one transaction, so a crash or Ctrl-C mid-file leaves
 nothing of that file. Re-importing is idempotent (keyed on source ids); a longer
 version of a file adds only its new entries. Problems are reported with file and
 line; ``strict=True`` stops at the first one and stores nothing of that file.
-
-Export: the whole tree (or the path to one leaf) as pi v3 JSONL, or as the
-compaction-event NDJSON. For pi v3 input, import then export gives back the same
-JSON values line for line: fields without a column come back from ``extra_json``,
-and the source's irregularities (an absent ``parentId``, a parent in another
-file) from each turn's ``source_patch_json``.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TextIO, cast
+from typing import IO, Any, BinaryIO, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,19 +22,16 @@ from nexus_store.formats import (
     NotATranscript,
     ParsedSession,
     Problem,
-    apply_patch,
     check_transcript,
     parse_file,
     parse_stream,
-    write_ndjson,
-    write_pi,
 )
 from nexus_store.formats.sniff import OPENCLAW_STORE
 from nexus_store.store.checkpoints import Checkpoints
-from nexus_store.store.ingest import HEADER_KEY
+from nexus_store.store.ingest import Ingest
 from nexus_store.store.openclaw_source import OpenClawStore
 
-__all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
+__all__ = ["ImportReport", "Importer", "ProgressCallback", "find_transcripts"]
 
 _PATTERNS = ("*.jsonl", "*.ndjson", "*.jsonl.reset.*", "openclaw-agent.sqlite")
 
@@ -96,13 +85,6 @@ def find_transcripts(path: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.name.startswith("agent-"), str(p)))
 
 
-# A session's active leaf and its last turn (the entry an export writes last).
-ACTIVE_AND_LAST_SQL = """
-select (select uid from turns where id = s.active_leaf_id),
-       (select uid from turns where session_id = s.id order by seq desc limit 1)
-from sessions s where s.id = ?
-"""
-
 ProgressCallback = Callable[[int, int], None]
 """Called as progress(bytes_done, entries_done) while importing."""
 
@@ -148,8 +130,15 @@ class _Position:
         return min(self.size, self.opened[0].tell())
 
 
-class TransferMixin:
-    """Import and export methods of `Store` (see there)."""
+class Importer:
+    """``Store.import_jsonl`` and ``Store.import_paths``.
+
+    Args:
+        ingest: The ingest part, which stores each parsed transcript.
+    """
+
+    def __init__(self, ingest: Ingest) -> None:
+        self.ingest = ingest
 
     def import_jsonl(
         self, path: str | Path, *, format: str | None = None, strict: bool = False
@@ -253,7 +242,8 @@ class TransferMixin:
     ) -> None:
         # Every session of an OpenClaw agent database, read-only; each in its own
         # transaction, its window lineage kept (see nexus_store.sync.openclaw).
-        checkpoints = Checkpoints(self.conn)  # type: ignore[attr-defined]
+        db = self.ingest.db
+        checkpoints = Checkpoints(db.conn)
         with OpenClawStore(path) as source:
             for window, parsed in source.sessions():
                 self._import_sessions(
@@ -262,7 +252,7 @@ class TransferMixin:
                 key = checkpoints.session_key(report.sessions[-1])
                 if key is None:
                     continue
-                with self.atomic():  # type: ignore[attr-defined]
+                with db.atomic():
                     checkpoints.record_lineage(
                         key,
                         previous_source_id=window.previous_session_id,
@@ -270,7 +260,7 @@ class TransferMixin:
                         openclaw_key=window.session_key,
                         source_path=str(path),
                     )
-        with self.atomic():  # type: ignore[attr-defined]
+        with db.atomic():
             checkpoints.link_parents()
 
     def _import_sessions(
@@ -287,7 +277,7 @@ class TransferMixin:
             on_problem = _collector(seen, parsed.path)
             entries = _entries(parsed, progress, done_bytes, report.entries, position)
 
-            session_id, counts = self.ingest(  # type: ignore[attr-defined]
+            session_id, counts = self.ingest.ingest(
                 parsed.header,
                 entries,
                 source_format=parsed.source_format,
@@ -316,186 +306,3 @@ class TransferMixin:
                 }
                 for p in problems
             )
-
-    # -- export ------------------------------------------------------------------------
-
-    def iter_export_entries(
-        self, session_id: str, leaf_id: str | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """Yield the session's entries as the source wrote them (patches applied).
-
-        Args:
-            session_id: The session.
-            leaf_id: Only the path to this leaf (default: the whole tree).
-        """
-        turns = (
-            self.path(session_id, leaf_id)  # type: ignore[attr-defined]
-            if leaf_id is not None
-            else self.iter_turns(session_id)  # type: ignore[attr-defined]
-        )
-        patches = self._patches(session_id)
-        for turn in turns:
-            patch = patches.get(turn.id)
-            yield apply_patch(turn.entry, patch) if patch else turn.entry
-
-    def _patches(self, session_id: str) -> dict[str, Any]:
-        session_key = self._session_row(session_id)[0]  # type: ignore[attr-defined]
-        return {
-            uid: json.loads(patch)
-            for uid, patch in self.conn.execute(  # type: ignore[attr-defined]
-                "select uid, source_patch_json from turns "
-                "where session_id = ? and source_patch_json is not null",
-                [session_key],
-            )
-        }
-
-    def export_header(self, session_id: str) -> dict[str, Any]:
-        """The session header line for export (pi v3)."""
-        row = self.conn.execute(  # type: ignore[attr-defined]
-            "select uid, cwd, created_utc, header_json, source_id, parent_session_id "
-            "from sessions where uid = ?",
-            [session_id],
-        ).fetchone()
-        if row is None:
-            self._session_row(session_id)  # type: ignore[attr-defined]  # raises SessionNotFound
-        header: dict[str, Any] = json.loads(row[3]) if row[3] else {}
-        if not header:
-            header = {"type": "session", "version": 3, "id": row[0], "timestamp": row[2]}
-            if row[1] is not None:
-                header["cwd"] = row[1]
-        else:
-            header.setdefault("type", "session")
-            if row[1] is not None:
-                header["cwd"] = row[1]
-            if header.get("version") != 3:
-                header["version"] = 3  # v1/v2 input exports as v3
-        return header
-
-    def backup_session(self, session_id: str) -> dict[str, Any]:
-        """A JSON backup of one session from which `restore_session` rebuilds it identically.
-
-        Returns:
-            ``{"nexus_store_backup": 1, "session": {...}, "header": {...}, "entries": [...]}``
-            where each entry carries its source patch under ``"_patch"`` when it has one.
-        """
-        session = self.get_session(session_id)  # type: ignore[attr-defined]
-        patches = self._patches(session_id)
-        entries = []
-        for turn in self.iter_turns(session_id):  # type: ignore[attr-defined]
-            item = dict(turn.entry)
-            if turn.id in patches:
-                item["_patch"] = patches[turn.id]
-            entries.append(item)
-        return {
-            "nexus_store_backup": 1,
-            "session": session.model_dump(),
-            "header": self.export_header(session_id),
-            "entries": entries,
-        }
-
-    def restore_session(self, backup: dict[str, Any]) -> str:
-        """Rebuild a session from `backup_session` output: same ids, tree and active leaf.
-
-        Restoring into a database that already holds the session changes nothing.
-
-        Raises:
-            NexusError: If the data is not a nexus_store session backup.
-        """
-        if not isinstance(backup, dict) or backup.get("nexus_store_backup") != 1:
-            raise NexusError("not a nexus_store session backup (expected nexus_store_backup: 1)")
-        session = backup["session"]
-        entries = backup.get("entries") or []
-
-        def items() -> Iterator[tuple[int, dict[str, Any], Any]]:
-            for n, entry in enumerate(entries, 1):
-                entry = dict(entry)
-                patch = entry.pop("_patch", None)
-                yield n, entry, patch
-
-        header = dict(backup.get("header") or {})
-        header["id"] = session["id"]
-        session_id, _ = self.ingest(  # type: ignore[attr-defined]
-            header,
-            items(),
-            source_format=session.get("source_format") or "backup",
-            source_id=session.get("source_id") or session["id"],
-            source_path=session.get("source_path"),
-            strict=True,
-        )
-        with self.atomic():  # type: ignore[attr-defined]
-            key = self._session_row(session_id)[0]  # type: ignore[attr-defined]
-            leaf = session.get("active_leaf")
-            leaf_key = (
-                None if leaf is None else self._turn_key(key, session_id, leaf)  # type: ignore[attr-defined]
-            )
-            self.conn.execute(  # type: ignore[attr-defined]
-                "update sessions set active_leaf_id = ?, title = ?, flush_epoch = ? where id = ?",
-                [leaf_key, session.get("title"), session.get("flush_epoch"), key],
-            )
-        return str(session_id)
-
-    def _declare_active_leaf(self, session_id: str, header: dict[str, Any]) -> dict[str, Any]:
-        """The header, naming the active leaf when it is not the last entry written.
-
-        pi takes the last entry of a file as the leaf, so a session navigated back to an
-        earlier turn would lose where it was (issue 15); the header then carries
-        ``{"nexusStore": {"activeLeafId": ...}}``, which import reads back and pi
-        ignores. Otherwise the key is left out, so an import's export is unchanged.
-        """
-        row = self.conn.execute(  # type: ignore[attr-defined]
-            ACTIVE_AND_LAST_SQL,
-            [self._session_row(session_id)[0]],  # type: ignore[attr-defined]
-        ).fetchone()
-        declared = header.get(HEADER_KEY)
-        if not isinstance(declared, dict):
-            declared = None  # not ours to interpret; replaced only if a leaf must be named
-        ours = dict(declared or {})
-        ours.pop("activeLeafId", None)
-        if row is not None and row[0] is not None and row[0] != row[1]:
-            ours["activeLeafId"] = row[0]
-        elif declared is None:
-            return header
-        out = {k: v for k, v in header.items() if k != HEADER_KEY}
-        if ours:
-            out[HEADER_KEY] = ours
-        return out
-
-    def export_jsonl(
-        self,
-        session_id: str,
-        out: str | Path | IO[str],
-        *,
-        leaf_id: str | None = None,
-        format: str = "pi",
-    ) -> int:
-        """Write a session as JSONL the source tool loads.
-
-        Args:
-            session_id: The session.
-            out: A file path (created or replaced) or a text stream.
-            leaf_id: Only the path to this leaf (default: the whole tree).
-            format: ``pi`` (pi / OpenClaw v3) or ``ndjson`` (the compaction-event NDJSON).
-
-        Returns:
-            The number of lines written.
-
-        Raises:
-            NexusError: For an unknown format.
-        """
-        writers = {"pi": write_pi, "ndjson": write_ndjson}
-        if format not in writers:
-            raise NexusError(f"unknown export format {format!r}; choose pi or ndjson")
-        header = self.export_header(session_id)
-        if format == "pi" and leaf_id is None:
-            header = self._declare_active_leaf(session_id, header)
-        entries = self.iter_export_entries(session_id, leaf_id)
-        if isinstance(out, (str, Path)):
-            target = Path(out)
-            partial = target.with_name(target.name + ".partial")
-            with partial.open("w", encoding="utf-8", newline="\n") as handle:
-                count = writers[format](header, entries, handle)
-            partial.replace(target)  # never a half-written file at the target
-            return count
-        if isinstance(out, io.TextIOBase) or hasattr(out, "write"):
-            return writers[format](header, entries, cast(TextIO, out))
-        raise NexusError(f"cannot write to {out!r}")

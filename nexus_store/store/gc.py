@@ -1,4 +1,4 @@
-"""Retention: `Store.gc`, the only place nexus_store deletes rows.
+"""Retention: `Store.gc` (part `Gc`), the only place nexus_store deletes rows.
 
 ``gc`` removes what the caller asks for and keeps the tree valid:
 
@@ -23,19 +23,21 @@ give the space back. A dry run reports the same figures and changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.errors import NexusError
+from nexus_store.errors import DatabaseBusy, NexusError
+from nexus_store.store.db import Handle
+from nexus_store.store.dialect import not_available
+from nexus_store.store.reading import Reading
 
-__all__ = ["GcReport", "RetentionMixin"]
+__all__ = ["Gc", "GcReport"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -158,21 +160,17 @@ def _parse_time(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-class RetentionMixin:
-    """`Store.gc` (see the module docstring)."""
+class Gc:
+    """``Store.gc`` (see the module docstring); only where ``capabilities.gc``.
 
-    conn: sqlite3.Connection
-    filename: Path | None
+    Args:
+        db: The database handle.
+        reading: The reading part (the paths a kept leaf needs).
+    """
 
-    if TYPE_CHECKING:  # provided by Store
-
-        def atomic(self) -> contextlib.AbstractContextManager[Any]:
-            """Run the block in one write transaction."""
-            ...
-
-        def _session_row(self, session_id: str) -> tuple[int, int | None]: ...
-
-        def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]: ...
+    def __init__(self, db: Handle, reading: Reading) -> None:
+        self.db = db
+        self.reading = reading
 
     # -- gc ----------------------------------------------------------------------
 
@@ -216,6 +214,9 @@ class RetentionMixin:
                 given, or an age is not a number of days >= 0.
             SessionNotFound: If the session does not exist.
         """
+        if not self.db.dialect.capabilities.gc:
+            # (SQLite's deferred foreign keys and VACUUM have no PostgreSQL port yet)
+            raise not_available("gc", self.db.dialect)
         if (session_id is None) != all_sessions:
             raise NexusError("gc needs one session id, or all_sessions=True (not both)")
         for name, days in (
@@ -227,19 +228,19 @@ class RetentionMixin:
                 raise NexusError(f"gc {name} must be a number of days >= 0, not {days!r}")
         moment = now or datetime.now(UTC)
         if session_id is not None:
-            keys = [self._session_row(session_id)[0]]
+            keys = [self.db.session_row(session_id)[0]]
         else:
-            keys = [r[0] for r in self.conn.execute("select id from sessions order by id")]
+            keys = [r[0] for r in self.db.execute("select id from sessions order by id")]
         before = self._file_bytes()
         plan = _GcPlan()
         try:
-            with self.atomic():
+            with self.db.atomic():
                 # gc relinks turns before deleting them: check foreign keys at commit.
-                self.conn.execute("pragma defer_foreign_keys = on")
-                self.conn.execute(
+                self.db.execute("pragma defer_foreign_keys = on")
+                self.db.execute(
                     "create temp table if not exists gc_doomed (id integer primary key)"
                 )
-                self.conn.execute("delete from temp.gc_doomed")
+                self.db.execute("delete from temp.gc_doomed")
                 self._plan(
                     plan,
                     keys,
@@ -249,13 +250,13 @@ class RetentionMixin:
                     compacted_older_than,
                     sessions_older_than,
                 )
-                plan.turn_count, turn_bytes = self.conn.execute(TURN_BYTES_SQL).fetchone()
-                plan.message_count, message_bytes = self.conn.execute(MESSAGE_BYTES_SQL).fetchone()
+                plan.turn_count, turn_bytes = self.db.execute(TURN_BYTES_SQL).fetchone()
+                plan.message_count, message_bytes = self.db.execute(MESSAGE_BYTES_SQL).fetchone()
                 plan.bytes = int(turn_bytes) + int(message_bytes)
                 if dry_run:
                     raise _DryRun
                 self._delete_marked(plan, moment)
-                self.conn.execute("delete from temp.gc_doomed")
+                self.db.execute("delete from temp.gc_doomed")
         except _DryRun:
             pass
         actions: list[str] = []
@@ -266,16 +267,16 @@ class RetentionMixin:
                 f"{plan.message_count} messages"
             )
         after = before
-        if not dry_run and vacuum and self.filename is not None:
-            self.conn.execute("pragma wal_checkpoint(truncate)")
+        if not dry_run and vacuum and self.db.filename is not None:
+            self.db.execute("pragma wal_checkpoint(truncate)")
             done = "checkpointed the WAL and vacuumed"
             try:
-                self.conn.execute("vacuum")
-            except sqlite3.OperationalError as err:
+                self.db.execute("vacuum")
+            except (sqlite3.OperationalError, DatabaseBusy) as err:
                 # Another process holds the write lock: the removal is committed; only
                 # the space waits for a later gc (never "database is locked" to the caller).
                 done = f"checkpointed the WAL; vacuum skipped ({err}): run gc again later"
-            busy = self.conn.execute("pragma wal_checkpoint(truncate)").fetchone()[0]
+            busy = self.db.execute("pragma wal_checkpoint(truncate)").fetchone()[0]
             after = self._file_bytes()
             if busy:
                 done += " (a reader kept the WAL open; it shrinks at the next checkpoint)"
@@ -308,7 +309,7 @@ class RetentionMixin:
             self._old_sessions(plan, keys, moment - timedelta(days=session_days))
         for key in keys:
             if key in plan.sessions:
-                self.conn.execute(
+                self.db.execute(
                     "insert into temp.gc_doomed select id from turns where session_id = ?", [key]
                 )
                 continue
@@ -320,15 +321,15 @@ class RetentionMixin:
                 )
 
     def _file_bytes(self) -> int | None:
-        if self.filename is None:
+        if self.db.filename is None:
             return None
-        files = (Path(str(self.filename) + suffix) for suffix in ("", "-wal"))
+        files = (Path(str(self.db.filename) + suffix) for suffix in ("", "-wal"))
         return sum(p.stat().st_size for p in files if p.exists())
 
     def _old_sessions(self, plan: _GcPlan, keys: Sequence[int], cutoff: datetime) -> None:
         old: dict[int, str] = {}
         for key in keys:
-            uid, updated = self.conn.execute(
+            uid, updated = self.db.execute(
                 "select uid, updated_utc from sessions where id = ?", [key]
             ).fetchone()
             when = _parse_time(updated)
@@ -339,7 +340,7 @@ class RetentionMixin:
         while changed:
             changed = False
             for key in list(old):
-                forks = self.conn.execute(
+                forks = self.db.execute(
                     "select uid, id from sessions where parent_session_id = ?", [key]
                 ).fetchall()
                 alive = [uid for uid, child in forks if child not in old]
@@ -353,9 +354,9 @@ class RetentionMixin:
 
     def _anchors(self, session_key: int, keep: set[str]) -> list[int]:
         """Turns whose context must not change: the active leaf, kept turns, fork points."""
-        anchors = [r[0] for r in self.conn.execute(ANCHORS_SQL, [session_key, session_key])]
+        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key, session_key])]
         for uid in keep:
-            row = self.conn.execute(
+            row = self.db.execute(
                 "select id from turns where session_id = ? and uid = ?", [session_key, uid]
             ).fetchone()
             if row is not None:
@@ -365,7 +366,7 @@ class RetentionMixin:
     def _tree(self, session_key: int) -> list[tuple[int, int | None, str, str | None, str | None]]:
         return [
             (r[0], r[1], r[2], r[3], r[4])
-            for r in self.conn.execute(
+            for r in self.db.execute(
                 "select id, parent_id, kind, created_utc, target_uid from turns where "
                 "session_id = ? and id not in (select id from temp.gc_doomed) order by seq",
                 [session_key],
@@ -373,18 +374,18 @@ class RetentionMixin:
         ]
 
     def _uids(self, session_key: int) -> dict[int, str]:
-        rows = self.conn.execute("select id, uid from turns where session_id = ?", [session_key])
+        rows = self.db.execute("select id, uid from turns where session_id = ?", [session_key])
         return {int(r[0]): str(r[1]) for r in rows}
 
     def _doom(self, keys: Iterable[int]) -> None:
-        self.conn.executemany("insert into temp.gc_doomed (id) values (?)", [[k] for k in keys])
+        self.db.executemany("insert into temp.gc_doomed (id) values (?)", [[k] for k in keys])
 
     def _mark_dead_branches(self, session_key: int, keep: set[str], cutoff: datetime) -> int:
         tree = self._tree(session_key)
         uid_of = self._uids(session_key)
         live: set[int] = set()
         for anchor in self._anchors(session_key, keep):
-            live.update(self._path_keys(session_key, anchor))
+            live.update(self.reading.path_keys(session_key, anchor))
         labels = {k: target for k, _p, kind, _c, target in tree if kind == "label" and target}
         while True:
             doomed = self._old_subtrees(tree, live, cutoff)
@@ -395,7 +396,7 @@ class RetentionMixin:
             if not pinned:
                 break
             for key in pinned:
-                live.update(self._path_keys(session_key, key))
+                live.update(self.reading.path_keys(session_key, key))
         self._doom(doomed)
         return len(doomed)
 
@@ -420,12 +421,12 @@ class RetentionMixin:
 
     def _needed(self, session_key: int, keep: set[str]) -> set[int]:
         """Turns that some remaining leaf's (or anchor's) context uses."""
-        leaves = [r[0] for r in self.conn.execute(LEAVES_SQL, [session_key])]
+        leaves = [r[0] for r in self.db.execute(LEAVES_SQL, [session_key])]
         needed: set[int] = set()
         for leaf in {*leaves, *self._anchors(session_key, keep)}:
-            row = self.conn.execute(STOP_DEPTH_SQL, [leaf]).fetchone()
+            row = self.db.execute(STOP_DEPTH_SQL, [leaf]).fetchone()
             stop = row[1] if row[1] is not None else (row[0] if row[0] is not None else 0)
-            needed.update(self._path_keys(session_key, leaf, stop))
+            needed.update(self.reading.path_keys(session_key, leaf, stop))
         return needed
 
     def _mark_compacted(
@@ -450,7 +451,7 @@ class RetentionMixin:
                 break
             old -= pinned
         self._doom(sorted(old))
-        session_uid = self.conn.execute(
+        session_uid = self.db.execute(
             "select uid from sessions where id = ?", [session_key]
         ).fetchone()[0]
         plan.reparented.extend(
@@ -464,7 +465,7 @@ class RetentionMixin:
         stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         # Turns that stay but point into the removed set: record what changes under "gc"
         # in source_patch_json (doctor then takes their path values as a baseline).
-        for key, patch, parent, kept, *links in self.conn.execute(LINKED_SQL).fetchall():
+        for key, patch, parent, kept, *links in self.db.execute(LINKED_SQL).fetchall():
             note: dict[str, Any] = {"utc": stamp}
             for name, value, flag in zip(
                 ("parentId", "firstKeptTurn", "compaction", "run"),
@@ -484,20 +485,20 @@ class RetentionMixin:
                     note,
                 ]
             )
-            self.conn.execute(
+            self.db.execute(
                 "update turns set source_patch_json = ? where id = ?", [json.dumps(merged), key]
             )
         # A turn whose parent goes becomes a root and starts its own run.
-        for seq, session_key, run_start in self.conn.execute(REROOTED_SQL).fetchall():
-            self.conn.execute(
+        for seq, session_key, run_start in self.db.execute(REROOTED_SQL).fetchall():
+            self.db.execute(
                 "update turns set run_start_seq = ?, run_parent_id = null where session_id = ? "
                 "and run_start_seq = ? and seq >= ?",
                 [seq, session_key, run_start, seq],
             )
         for statement in UNLINK_SQL:
-            self.conn.execute(statement)
+            self.db.execute(statement)
         for key in sorted(plan.sessions):
-            self.conn.execute("delete from sessions where id = ?", [key])
+            self.db.execute("delete from sessions where id = ?", [key])
 
 
 class _DryRun(Exception):
