@@ -61,7 +61,7 @@ def sync(
         nexus-store sync
         nexus-store sync ~/.claude/projects --json
         nexus-store sync --watch
-        */10 * * * * nexus-store sync -q     (crontab: every 10 minutes)
+        nexus-store sync -q  # from cron: */10 * * * * (every 10 minutes)
     """
     store = open_store(ctx, create=True)
     roots = list(paths) if paths else default_sources()
