@@ -35,6 +35,7 @@ NEEDS = {
     "openclaw uninstall": "OpenClaw itself (tests/test_openclaw_e2e.py uninstalls from it)",
     "nexus-store serve": "a service that runs until stopped (tests/test_service.py::TestProcess)",
     "-db ~/agents.db serve": "a service that runs until stopped (tests/test_service.py::TestProcess)",
+    "--watch": "runs until Ctrl-C (tests/test_sync.py follows appends, then interrupts it)",
 }
 
 

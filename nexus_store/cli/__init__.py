@@ -20,6 +20,7 @@ from nexus_store.cli.openclaw import openclaw
 from nexus_store.cli.read import schema, sessions, sql, tree
 from nexus_store.cli.search import search
 from nexus_store.cli.service import serve
+from nexus_store.cli.sync import sync
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -60,6 +61,7 @@ def cli(db: Path | str | None, counter: str | None) -> None:
 for command in (
     import_,
     export,
+    sync,
     sessions,
     tree,
     context,
