@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nexus_store.blocks import texts, tool_calls
 from nexus_store.errors import InvalidEntry
 from nexus_store.render import (
     BRANCH_SUMMARY_PREFIX,
@@ -294,10 +295,7 @@ def message_to_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"role": "user", "content": text}]
     for llm in to_llm_messages([dict(message)]):
         content = llm.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        text = "\n".join(
-            b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-        )
+        text = "\n".join(texts(content))
         if llm["role"] == "toolResult":
             items.append(
                 {
@@ -309,16 +307,15 @@ def message_to_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         if text:
             items.append({"role": llm["role"], "content": text})
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "toolCall":
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": block.get("id"),
-                        "name": block.get("name"),
-                        "arguments": json.dumps(block.get("arguments", {}), ensure_ascii=False),
-                    }
-                )
+        for block in tool_calls(content):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.get("id"),
+                    "name": block.get("name"),
+                    "arguments": json.dumps(block.get("arguments", {}), ensure_ascii=False),
+                }
+            )
     return items
 
 

@@ -6,7 +6,7 @@ earlier summary) and `merge` (several partial summaries into one). Two ship:
 * `HttpSummarizer` talks to any OpenAI-compatible ``/chat/completions`` endpoint
   (OpenRouter, OpenAI, Ollama, vLLM, llama.cpp server) over an injected or owned
   `httpx.Client`, with explicit timeouts and bounded retries.
-* `ExtractiveSummarizer` (in `nexus_store.extractive`) needs no network and no
+* `ExtractiveSummarizer` (in `nexus_store.compaction.extractive`) needs no network and no
   model: it fills the same sections from the messages themselves.
 
 Every failure is a `SummarizerError` carrying the HTTP status when there was one.
@@ -27,9 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from nexus_store.errors import SummarizerError
-from nexus_store.extractive import ExtractiveSummarizer
-from nexus_store.prompts import (
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.prompts import (
     DEFAULT_MAX_TOKENS,
     MERGE_PROMPT,
     SUMMARY_PROMPT,
@@ -38,6 +37,7 @@ from nexus_store.prompts import (
     build_merge_prompt,
     build_summary_prompt,
 )
+from nexus_store.errors import SummarizerError
 
 if TYPE_CHECKING:  # httpx is imported when a summarizer is built (it is slow to import)
     import httpx
