@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+import bench_turns  # noqa: E402
 import workload  # noqa: E402
 from peers import (  # noqa: E402
     ALL,
@@ -52,7 +53,7 @@ from peers.raw_sqlite import RawSqlitePeer  # noqa: E402
 WORK = HERE / ".work"
 DATA = WORK / "data"
 RUNS = WORK / "runs"
-WORKLOADS = ("append", "context", "branches", "status", "import", "storage", "service", "sync")
+WORKLOADS = ("append", "context", "branches", "status", "import", "storage", "service", "sync", "turns")
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Config:
     langgraph_sizes: list[int] = field(default_factory=list)
     #: sync: (transcript files, total MB) of the tree (issue 13: 1,000 files, 1 GB).
     sync_tree: tuple[int, int] = (1_000, 1_000)
+    turns_n: int = 2_000
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -88,6 +90,7 @@ class Config:
                 budget_s=0.2,
                 langgraph_sizes=[100],
                 sync_tree=(100, 10),
+                turns_n=200,
             )
         return cls(
             quick=False,
@@ -101,6 +104,11 @@ class Config:
             budget_s=3.0,
             langgraph_sizes=[200, 1_000],
         )
+
+
+def run_turns(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """Issue 17's table: turns/s per commit mode and bytes on disk per text byte."""
+    bench_turns.run_turns(cfg.turns_n, RUNS, res.add, res.note)
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -674,6 +682,7 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
         "rate",
     )
     section("append, batches of 100 turns per transaction", "append_batch", None, "rate")
+    out.extend(bench_turns.turns_table(recs))
     for wl in ("context", "context+compaction"):
         section(f"{wl}: newest leaf (median per load; ratio vs nexus_store)", wl, NexusPeer.name)
     section(
@@ -1055,6 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
         ("import", run_import),
         ("service", run_service),
         ("sync", run_sync),
+        ("turns", run_turns),
     ]
     for name, fn in phases:
         if name in wanted or (name == "context" and "storage" in wanted):

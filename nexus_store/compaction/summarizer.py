@@ -25,9 +25,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nexus_store.compaction.extractive import ExtractiveSummarizer
 from nexus_store.compaction.prompts import (
@@ -40,6 +38,9 @@ from nexus_store.compaction.prompts import (
     build_summary_prompt,
 )
 from nexus_store.errors import SummarizerError
+
+if TYPE_CHECKING:  # httpx is imported when a summarizer is built (it is slow to import)
+    import httpx
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -242,6 +243,8 @@ class HttpSummarizer:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.temperature = temperature
+        import httpx
+
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.__api_key = _Secret(key) if key else None
         self._extra_headers = dict(extra_headers or {})
@@ -401,6 +404,8 @@ class HttpSummarizer:
 
     def _attempt(self, body: dict[str, Any]) -> str:
         """One request. Returns text, raises `_Retry`, or raises `SummarizerError`."""
+        import httpx
+
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout)
         # Errors are built outside the `except` blocks so that no httpx exception
