@@ -53,7 +53,17 @@ from peers.raw_sqlite import RawSqlitePeer  # noqa: E402
 WORK = HERE / ".work"
 DATA = WORK / "data"
 RUNS = WORK / "runs"
-WORKLOADS = ("append", "context", "branches", "status", "import", "storage", "service", "sync", "turns")
+WORKLOADS = (
+    "append",
+    "context",
+    "branches",
+    "status",
+    "import",
+    "storage",
+    "service",
+    "sync",
+    "turns",
+)
 
 
 @dataclass
