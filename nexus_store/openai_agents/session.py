@@ -350,12 +350,7 @@ class NexusSession:
         return item, new_leaf, keys[-1]
 
     def _turn_key(self, uid: str) -> int:
-        row = self.store.conn.execute(
-            "select t.id from turns t join sessions s on s.id = t.session_id "
-            "where s.uid = ? and t.uid = ?",
-            [self.session_id, uid],
-        ).fetchone()
-        return int(row[0])
+        return self._sql.turn_key(self.session_id, uid)
 
     def _clear_sync(self) -> None:
         with self._lock:

@@ -198,6 +198,15 @@ class AgentSessions:
             return None
         return str(self._rows("select uid from turns where id = ?", [turn_key])[0][0])
 
+    def turn_key(self, session_id: str, uid: str) -> int:
+        """The key of a session's turn, by the public ids of both."""
+        rows = self._rows(
+            "select t.id from turns t join sessions s on s.id = t.session_id "
+            "where s.uid = ? and t.uid = ?",
+            [session_id, uid],
+        )
+        return int(rows[0][0])
+
     def parent_key(self, turn_key: int) -> int | None:
         """The parent key of a turn (None for a root)."""
         value = self._rows("select parent_id from turns where id = ?", [turn_key])[0][0]
