@@ -9,12 +9,18 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "DanglingLeaf",
+    "DatabaseCorrupt",
+    "DatabaseLocked",
+    "DiskFull",
+    "DriverLimitExceeded",
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",
     "ReadOnlyError",
     "SchemaOutOfDate",
     "SessionNotFound",
+    "StorageError",
     "StoreOpenError",
     "SummarizerError",
     "TranscriptError",
@@ -81,3 +87,35 @@ class SummarizerError(NexusError):
 
 class ReadOnlyError(NexusError):
     """A write was attempted through a read-only door (the `sql` command)."""
+
+
+class DanglingLeaf(NexusError):
+    """A session's active leaf points at no turn (`doctor --fix` repairs it)."""
+
+
+class StorageError(NexusError):
+    """The database driver failed; carries where, and the message says what to do.
+
+    Raised for every sqlite3 or psycopg error that reaches a caller (issue 18), so
+    callers catch one type. Subclasses name the conditions a user can act on.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None):
+        self.where = where
+        super().__init__(message)
+
+
+class DiskFull(StorageError):
+    """The disk (or the database's size limit) is full; nothing committed was lost."""
+
+
+class DatabaseCorrupt(StorageError):
+    """The database file is damaged (malformed pages, not a database)."""
+
+
+class DriverLimitExceeded(StorageError, ValueError):
+    """A value is larger than the database driver accepts (string too big, index row size)."""
+
+
+class DatabaseLocked(StorageError):
+    """Another writer held the lock too long; retryable (try again)."""

@@ -14,6 +14,7 @@ import click
 
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
+from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.pg import is_postgres_url
 
 __all__ = [
@@ -49,6 +50,12 @@ class NexusGroup(click.Group):
             return super().invoke(ctx)
         except NexusError as err:
             raise click.ClickException(str(err)) from None
+        except Exception as err:
+            if not is_driver_error(err):
+                raise
+            # a driver error no choke point translated (issue 18): still one line
+            where = f"nexus-store {ctx.invoked_subcommand or ''}".strip()
+            raise click.ClickException(str(translate(err, where))) from None
         except BrokenPipeError:  # `nexus-store ... | head`
             sys.stderr.close()
             return None

@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 from nexus_store.errors import StoreOpenError
+from nexus_store.store.driver_errors import TranslatingConnection
 
 __all__ = ["SQLITE_HEADER", "check_existing", "connect", "create_private", "warn_if_shared"]
 
@@ -85,8 +86,14 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
     """
     try:
         conn = sqlite3.connect(
-            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri
+            target,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=uri,
+            factory=TranslatingConnection,  # driver errors -> nexus errors (issue 18)
         )
     except sqlite3.Error as err:
         raise StoreOpenError(f"cannot open {target}: {err}") from None
+    conn.where = target
     return conn

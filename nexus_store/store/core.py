@@ -28,6 +28,7 @@ from nexus_store.errors import (
     InvalidEntry,
     NexusError,
     SessionNotFound,
+    StorageError,
     StoreOpenError,
     TurnNotFound,
 )
@@ -42,6 +43,7 @@ from nexus_store.rows import (
 from nexus_store.store import connection
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.copying import CopyMixin
+from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.ingest import IngestMixin
 from nexus_store.store.maintenance import MaintenanceMixin
 from nexus_store.store.pg import is_postgres_url
@@ -207,6 +209,8 @@ class Store(
             self.conn.execute("pragma journal_size_limit=67108864")
             self.conn.execute("pragma foreign_keys=on")
             self.conn.execute(f"pragma busy_timeout={int(busy_timeout * 1000)}")
+        except StorageError as err:
+            raise StoreOpenError(str(err)) from None
         except sqlite3.DatabaseError as err:
             raise StoreOpenError(f"cannot open {self.filename}: {err}") from None
 
@@ -216,6 +220,8 @@ class Store(
                 row[0]
                 for row in self.conn.execute("select name from sqlite_master where type = 'table'")
             }
+        except StorageError as err:  # a damaged file: the message says what to do
+            raise StoreOpenError(str(err)) from None
         except sqlite3.DatabaseError as err:
             raise StoreOpenError(f"cannot read {self.filename}: {err}") from None
         if tables and not (tables & {"_sqlite_migrations", "sessions"}):
@@ -309,16 +315,18 @@ class Store(
                 delay = min(delay * 2, 0.2)
         try:
             yield self
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("rollback")
-            raise
-        try:
             self.conn.execute("commit")
-        except BaseException:
+        except BaseException as err:
             if self.conn.in_transaction:
-                self.conn.execute("rollback")
+                with contextlib.suppress(sqlite3.Error, NexusError):
+                    self.conn.execute("rollback")
+            if is_driver_error(err):  # issue 18: no raw driver error reaches a caller
+                raise translate(err, self._where()) from err
             raise
+
+    def _where(self) -> str:
+        """The database, as driver errors name it."""
+        return str(self.filename) if self.filename is not None else "the in-memory database"
 
     # -- sessions --------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from nexus_store.errors import StorageError
 from nexus_store.store.retention import GcReport, RetentionMixin
 
 __all__ = ["DoctorFinding", "DoctorReport", "GcReport", "MaintenanceMixin"]
@@ -161,7 +162,10 @@ class MaintenanceMixin(RetentionMixin):
         if fix and any(f.fixable for f in findings):
             try:
                 actions = self._repair(findings)
-            except sqlite3.DatabaseError as err:  # a damaged file can fail mid-repair
+            except (
+                sqlite3.DatabaseError,
+                StorageError,
+            ) as err:  # a damaged file can fail mid-repair
                 actions = [f"repair stopped and rolled back: {err}; restore a backup"]
             remaining = {_key(f) for f in self._diagnose(wal_limit)[0]}
             findings = [f.model_copy(update={"fixed": _key(f) not in remaining}) for f in findings]
@@ -194,7 +198,7 @@ class MaintenanceMixin(RetentionMixin):
         try:
             checked = self._check_path_values(found)
             self._check_active_leaves(found)
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, StorageError) as err:
             found.append(
                 DoctorFinding(
                     check="integrity", severity="error", message=f"cannot read turns: {err}"
@@ -235,7 +239,7 @@ class MaintenanceMixin(RetentionMixin):
         """
         try:
             rows = [r[0] for r in self.conn.execute("pragma integrity_check").fetchall()]
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, StorageError) as err:
             rows = [str(err)]
         if rows != ["ok"]:
             for text in rows[:20]:
@@ -249,7 +253,7 @@ class MaintenanceMixin(RetentionMixin):
                 )
         try:
             fk_rows = self.conn.execute("pragma foreign_key_check").fetchall()
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, StorageError) as err:
             fk_rows = []
             found.append(DoctorFinding(check="foreign_key", severity="error", message=str(err)))
         for table, rowid, parent, _fkid in fk_rows[:100]:

@@ -29,7 +29,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import NexusError, ReadOnlyError, StoreOpenError
+from nexus_store.errors import DatabaseLocked, ReadOnlyError, StoreOpenError
+from nexus_store.store.driver_errors import translate as translate_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -184,8 +185,9 @@ class PgConnection:
     statement surfaces at that next statement, still inside the same transaction.
     """
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], where: str = "PostgreSQL") -> None:
         self.raw = raw
+        self.where = where  # the redacted URL, as driver errors name it
         self._pending: list[tuple[str, Any]] = []
 
     @property
@@ -232,12 +234,12 @@ class PgConnection:
         except psycopg.IntegrityError as err:
             raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
         except psycopg.errors.LockNotAvailable:
-            raise NexusError(
-                "the session is locked by another writer and stayed locked for 30s; try again"
+            raise DatabaseLocked(
+                "the session is locked by another writer and stayed locked for 30s; try again",
+                where=self.where,
             ) from None
-        except psycopg.OperationalError as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise NexusError(f"PostgreSQL connection failed: {reason}") from None
+        except psycopg.Error as err:
+            raise translate_error(err, self.where) from err  # issue 18
         if mode is None:
             return PgCursor(cursor)
         row = cursor.fetchone()
@@ -260,6 +262,8 @@ class PgConnection:
                 cursor.executemany(text, rows)
         except psycopg.IntegrityError as err:
             raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
+        except psycopg.Error as err:
+            raise translate_error(err, self.where) from err  # issue 18
 
     def close(self) -> None:
         """Close the connection."""

@@ -33,6 +33,7 @@ from nexus_store.errors import (
     StoreOpenError,
 )
 from nexus_store.store.core import Store
+from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.pg import PgConnection, connect, redact
 from nexus_store.store.search import PG_SEARCH_MESSAGES_SQL, PG_SEARCH_SUMMARIES_SQL
 from nexus_store.tokens import TokenCounter
@@ -102,7 +103,7 @@ class PostgresStore(Store):
         self._savepoints = 0
         raw = connect(self.url, timeout=busy_timeout)
         # The mixins use the sqlite3.Connection methods PgConnection implements.
-        self.conn = cast(sqlite3.Connection, PgConnection(raw))
+        self.conn = cast(sqlite3.Connection, PgConnection(raw, redact(self.url)))
         try:
             raw.execute("set lock_timeout = '30s'")
             if mode == "FULL":
@@ -210,16 +211,17 @@ class PostgresStore(Store):
         self.conn.execute("begin")
         try:
             yield self
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("rollback")
-            raise
-        try:
             self.conn.execute("commit")
-        except BaseException:
+        except BaseException as err:
             if self.conn.in_transaction:
-                self.conn.execute("rollback")
+                with contextlib.suppress(Exception):
+                    self.conn.execute("rollback")
+            if is_driver_error(err):  # issue 18: no raw driver error reaches a caller
+                raise translate(err, self._where()) from err
             raise
+
+    def _where(self) -> str:
+        return redact(self.url)
 
     def _allocate_keys(self, count: int, floor: int) -> list[int]:
         # Concurrent writers never share a sequence value; keys need not be contiguous.
