@@ -125,6 +125,7 @@ class CompactionMixin:
         session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
         leaf = leaf_id if leaf_id is not None else session.active_leaf
         if leaf is None:
+            self._leaf_key(session_id, None)  # type: ignore[attr-defined]  # a dangling leaf raises
             raise NexusError(f"session {session_id!r} has no turns to compact")
         items = self.context_items(session_id, leaf)
         previous_summary = None

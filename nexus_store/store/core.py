@@ -45,6 +45,7 @@ from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.copying import CopyMixin
 from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.ingest import IngestMixin
+from nexus_store.store.leaves import dangling
 from nexus_store.store.maintenance import MaintenanceMixin
 from nexus_store.store.pg import is_postgres_url
 from nexus_store.store.reading import ReadingMixin
@@ -467,6 +468,11 @@ class Store(
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
                 )
+            if parent is None and "parentId" not in entry:
+                # refuse, never misroute to a new root (issue 18: a dangling active leaf)
+                active = self._session_row(session_id)[1]
+                if active is not None:
+                    raise dangling(session_id, active)
             fork = None
             if parent is None and fork_key is not None:
                 # A root of a forked session continues the parent session's path.

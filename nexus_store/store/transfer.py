@@ -35,6 +35,7 @@ from nexus_store.formats import (
     write_ndjson,
     write_pi,
 )
+from nexus_store.safe_write import private_text_file
 
 __all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
 
@@ -377,11 +378,10 @@ class TransferMixin:
         header = self.export_header(session_id)
         entries = self.iter_export_entries(session_id, leaf_id)
         if isinstance(out, (str, Path)):
-            target = Path(out)
-            partial = target.with_name(target.name + ".partial")
-            with partial.open("w", encoding="utf-8", newline="\n") as handle:
+            # never a half-written file at the target, never through a planted link,
+            # never readable by others (issue 18)
+            with private_text_file(out) as handle:
                 count = writers[format](header, entries, handle)
-            partial.replace(target)  # never a half-written file at the target
             return count
         if isinstance(out, io.TextIOBase) or hasattr(out, "write"):
             return writers[format](header, entries, cast(TextIO, out))
