@@ -14,6 +14,7 @@ __all__ = [
     "DatabaseLocked",
     "DiskFull",
     "DriverLimitExceeded",
+    "InvalidArgument",
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",
@@ -49,6 +50,10 @@ class TurnNotFound(NexusError, KeyError):
 
 class InvalidEntry(NexusError, ValueError):
     """An entry or message given to an append method breaks the model's rules."""
+
+
+class InvalidArgument(NexusError, ValueError):
+    """An argument is out of range or of the wrong type (a negative token budget, ...)."""
 
 
 class InvalidQuery(NexusError, ValueError):
