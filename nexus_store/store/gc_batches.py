@@ -36,7 +36,9 @@ GcProgress = Callable[[int, int], None]
 """Called after each committed batch with (turns removed so far, turns planned)."""
 
 # Remaining turns (not planned for removal) that link into the batch, found through
-# the indexes on each referencing column, with which links do.
+# the indexes on each referencing column, with which links do. (CROSS JOIN keeps the
+# batch as the outer loop: the planner has no statistics for a temp table and would
+# otherwise scan a whole index per batch, which made gc quadratic again.)
 LINKED_SQL = """
 select t.id, t.source_patch_json, p.uid, k.uid,
        t.parent_id in (select id from temp.gc_batch),
@@ -47,27 +49,33 @@ from turns t
 left join turns p on p.id = t.parent_id
 left join turns k on k.id = t.first_kept_turn_id
 where t.id in (
-    select c.id from temp.gc_batch b join turns c on c.parent_id = b.id
-    union select c.id from temp.gc_batch b join turns c on c.run_parent_id = b.id
-    union select c.id from temp.gc_batch b join turns c on c.compaction_id = b.id
-    union select c.id from temp.gc_batch b join turns c on c.first_kept_turn_id = b.id
+    select c.id from temp.gc_batch b cross join turns c on c.parent_id = b.id
+    union select c.id from temp.gc_batch b cross join turns c on c.run_parent_id = b.id
+    union select c.id from temp.gc_batch b cross join turns c on c.compaction_id = b.id
+    union select c.id from temp.gc_batch b cross join turns c on c.first_kept_turn_id = b.id
 ) and t.id not in (select id from temp.gc_doomed)
 """
 
 # Remaining turns whose parent is in the batch: they become roots.
 REROOTED_SQL = """
 select c.seq, c.session_id, c.run_start_seq
-from temp.gc_batch b join turns c on c.parent_id = b.id
+from temp.gc_batch b cross join turns c on c.parent_id = b.id
 where c.id not in (select id from temp.gc_batch)
 """
 
 # Clear the links into the batch, then remove it (each through an index).
+# (Rows of the batch itself are not updated: they go in the same transaction, and
+# foreign keys are checked at its commit.)
 UNLINK_SQL = (
-    "update turns set parent_id = null where parent_id in (select id from temp.gc_batch)",
-    "update turns set run_parent_id = null where run_parent_id in (select id from temp.gc_batch)",
-    "update turns set compaction_id = null where compaction_id in (select id from temp.gc_batch)",
+    "update turns set parent_id = null where parent_id in (select id from temp.gc_batch) "
+    "and id not in (select id from temp.gc_batch)",
+    "update turns set run_parent_id = null where run_parent_id in (select id from temp.gc_batch) "
+    "and id not in (select id from temp.gc_batch)",
+    "update turns set compaction_id = null where compaction_id in (select id from temp.gc_batch) "
+    "and id not in (select id from temp.gc_batch)",
     "update turns set first_kept_turn_id = null "
-    "where first_kept_turn_id in (select id from temp.gc_batch)",
+    "where first_kept_turn_id in (select id from temp.gc_batch) "
+    "and id not in (select id from temp.gc_batch)",
     "update sessions set active_leaf_id = null "
     "where active_leaf_id in (select id from temp.gc_batch)",
     "update sessions set fork_turn_id = null where fork_turn_id in (select id from temp.gc_batch)",
@@ -87,8 +95,8 @@ STATE_SQL = "select id, last_seq, active_leaf_id from sessions"
 
 # Sessions that fork from a turn of the batch, or from a session planned for removal.
 FORKS_INTO_SQL = """
-select t.session_id from temp.gc_batch b join sessions s on s.fork_turn_id = b.id
-join turns t on t.id = b.id
+select t.session_id from temp.gc_batch b cross join sessions s on s.fork_turn_id = b.id
+cross join turns t on t.id = b.id
 """
 
 
