@@ -111,9 +111,9 @@ class CopyMixin:
                 of the source session (nothing of it is overwritten).
         """
         started = time.monotonic()
-        mine = self.counter.name  # type: ignore[attr-defined]
+        mine = self.counter.name
         theirs = other.counter.name
-        if mine != theirs:
+        if mine != theirs and not other._take_counter(self.counter):
             raise NexusError(
                 f"the source counts tokens with {mine!r} and the destination with {theirs!r}; "
                 f"copy into a new database (it takes the source's counter) or open the "
@@ -140,6 +140,24 @@ class CopyMixin:
             other.analyze()  # PostgreSQL: plan the next queries with the new rows' statistics
         report.seconds = round(time.monotonic() - started, 3)
         return report
+
+    def _take_counter(self, counter: Any) -> bool:
+        """Count tokens with ``counter`` from now on, if no session (no count) is stored yet.
+
+        A destination that some command opened first recorded the default counter; it
+        holds no counts, so a copy may still give it the source's (issue 18).
+
+        Returns:
+            Whether the counter was taken.
+        """
+        with self.atomic():  # type: ignore[attr-defined]
+            if self.conn.execute("select 1 from sessions limit 1").fetchone() is not None:
+                return False
+            self.conn.execute(
+                "update settings set value = ? where key = 'token_counter'", [counter.name]
+            )
+        self.counter = counter
+        return True
 
     def _copy_session_from(self, source: Any, row: Sequence[Any]) -> int | None:
         """Copy one session (a row of _SOURCE_SESSIONS_SQL) from ``source``; turns written."""
@@ -223,7 +241,7 @@ class CopyMixin:
 
         # The importer's batched writer (see IngestMixin.ingest): same rows, same checks.
         run = _Run(self, key, uid, counts, problem)
-        for prepared in _prepared_batches(missing(), self.counter):  # type: ignore[attr-defined]
+        for prepared in _prepared_batches(missing(), self.counter):
             run.process(*prepared)
         run.complete()
         self._last_seq = run.last_seq
