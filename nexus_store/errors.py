@@ -18,6 +18,7 @@ __all__ = [
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",
+    "QueryTimeout",
     "ReadOnlyError",
     "SchemaOutOfDate",
     "SessionNotFound",
@@ -58,6 +59,10 @@ class InvalidArgument(NexusError, ValueError):
 
 class InvalidQuery(NexusError, ValueError):
     """A search query is not valid FTS5 syntax, or a search argument is out of range."""
+
+
+class QueryTimeout(NexusError):
+    """A read-only ``sql`` query ran longer than its time limit and was stopped."""
 
 
 class ConflictError(NexusError):

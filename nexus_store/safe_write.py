@@ -20,13 +20,21 @@ from typing import TextIO
 
 from nexus_store.errors import NexusError
 
-__all__ = ["private_text_file"]
+__all__ = ["create_beside", "private_text_file"]
 
 _FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
-def _create_beside(target: Path) -> tuple[int, Path]:
+def create_beside(target: Path) -> tuple[int, Path]:
+    """A new 0600 file beside ``target``, created exclusively without following links.
+
+    Returns:
+        ``(open file descriptor, its path)``.
+
+    Raises:
+        NexusError: If the directory is missing or not writable.
+    """
     for _attempt in range(20):
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
         try:
@@ -63,7 +71,7 @@ def private_text_file(target: str | Path) -> Iterator[TextIO]:
     target = Path(target)
     if target.is_dir():
         raise NexusError(f"cannot write {target}: it is a directory; give a file path")
-    fd, temporary = _create_beside(target)
+    fd, temporary = create_beside(target)
     try:
         os.fchmod(fd, 0o600)  # whatever the umask did
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:

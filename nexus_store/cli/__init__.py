@@ -15,7 +15,7 @@ from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, database_targe
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.copying import copy
-from nexus_store.cli.maintenance import doctor, gc
+from nexus_store.cli.maintenance import backup, doctor, gc
 from nexus_store.cli.read import sessions, sql, tree
 from nexus_store.cli.search import search
 from nexus_store.cli.transfer import export, import_
@@ -67,6 +67,7 @@ for command in (
     search,
     doctor,
     gc,
+    backup,
     copy,
 ):
     cli.add_command(command)

@@ -1,12 +1,14 @@
-"""``nexus-store doctor`` and ``nexus-store gc``: check, repair, and remove old data."""
+"""``nexus-store doctor``, ``gc`` and ``backup``: check, repair, remove old data, copy."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
 from nexus_store.cli._common import echo_json, json_option, open_store
 
-__all__ = ["doctor", "gc"]
+__all__ = ["backup", "doctor", "gc"]
 
 
 @click.command()
@@ -138,3 +140,27 @@ def gc(
         click.echo(f"kept session {kept['session']}: {kept['reason']}")
     for action in report.actions:
         click.echo(f"did: {action}")
+
+
+@click.command()
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace DEST if it exists.")
+@click.pass_context
+def backup(ctx: click.Context, dest: Path, force: bool) -> None:
+    """Write a whole, consistent copy of the database to the file DEST.
+
+    Copying the .db file alone can miss what is still in its -wal file; this
+    copies one consistent snapshot (WAL included) while other processes keep
+    writing, into a new file readable by its owner only (0600), checks it and
+    renames it into place. DEST must not exist unless --force is given. The
+    copy is an ordinary nexus_store database: open it with --db DEST.
+    PostgreSQL stores: use pg_dump.
+
+    \b
+    Example:
+        nexus-store backup ~/backups/sessions-$(date +%F).db
+        nexus-store backup /mnt/usb/sessions.db --force
+    """
+    store = open_store(ctx)
+    size = store.backup(dest, force=force)
+    click.echo(f"wrote a backup of {size:,} bytes to {dest}", err=True)

@@ -17,7 +17,7 @@ from nexus_store.cli._common import (
     print_table,
 )
 from nexus_store.cli.views import draw_tree, turn_preview
-from nexus_store.store.readonly import run_readonly
+from nexus_store.store.readonly import DEFAULT_TIMEOUT, run_readonly
 
 __all__ = ["sessions", "sql", "tree"]
 
@@ -122,14 +122,26 @@ def tree(ctx: click.Context, session: str, width: int, as_json: bool) -> None:
 @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
 @click.option("--nl", "fmt", flag_value="nl", help="Print one JSON object per line.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Stop the query after this many seconds (a runaway recursive CTE).",
+)
 @click.pass_context
-def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None) -> None:
+def sql(
+    ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None, timeout: float
+) -> None:
     """Run a read-only SQL QUERY against the database.
 
     The database is opened read-only: INSERT, UPDATE, DELETE, ATTACH,
-    CREATE, writable PRAGMAs, load_extension and VACUUM are refused with a
-    message, and the file is not changed. Tables: sessions, turns, messages
-    (see docs/schema.md).
+    CREATE, writable PRAGMAs, load_extension, fts3_tokenizer and VACUUM are
+    refused with a message, and the file is not changed. On PostgreSQL the
+    query runs in a read-only transaction and functions that reach the
+    server's files or settings (pg_read_file, ...) are refused. A query
+    stops after --timeout seconds. Tables: sessions, turns, messages (see
+    docs/schema.md).
 
     \b
     Example:
@@ -137,7 +149,7 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         nexus-store sql "select uid from sessions where cwd = ?" -p /repo --json
     """
     path: Path | str = ctx.find_root().params["db"] or default_db_path()
-    columns, rows = run_readonly(path, query, list(params))
+    columns, rows = run_readonly(path, query, list(params), timeout=timeout)
     if fmt == "json":
         echo_json([dict(zip(columns, row, strict=True)) for row in rows])
     elif fmt == "nl":

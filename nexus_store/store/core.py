@@ -41,6 +41,7 @@ from nexus_store.rows import (
     turn_payload,
 )
 from nexus_store.store import connection
+from nexus_store.store.backup import backup_sqlite
 from nexus_store.store.compaction import CompactionMixin
 from nexus_store.store.copying import CopyMixin
 from nexus_store.store.driver_errors import is_driver_error, translate
@@ -203,11 +204,13 @@ class Store(
                 if str(mode).lower() != "wal":
                     raise StoreOpenError(f"cannot switch {self.filename} to WAL mode (got {mode})")
             self.conn.execute(f"pragma synchronous={synchronous}")
-            # An append dirties ~8 B-tree pages; checkpointing every 10,000 WAL pages
-            # (about 40 MB) instead of SQLite's 1,000 halves the cost of a commit, and the
-            # WAL is truncated back after each checkpoint.
-            self.conn.execute("pragma wal_autocheckpoint=10000")
-            self.conn.execute("pragma journal_size_limit=67108864")
+            # Checkpoint every 1,000 WAL pages (about 4 MB, SQLite's default): committed
+            # data waits at most that long in -wal before it is in the .db file, which
+            # people copy as a backup (issue 18; 10,000 pages let ~40 MB live only in
+            # -wal). A large WAL is truncated back to 16 MB after a checkpoint.
+            # `nexus-store backup` makes a whole copy whatever the WAL holds.
+            self.conn.execute("pragma wal_autocheckpoint=1000")
+            self.conn.execute("pragma journal_size_limit=16777216")
             self.conn.execute("pragma foreign_keys=on")
             self.conn.execute(f"pragma busy_timeout={int(busy_timeout * 1000)}")
         except StorageError as err:
@@ -267,6 +270,18 @@ class Store(
                 "so that counts stay comparable"
             )
         return chosen
+
+    def backup(self, dest: str | Path, *, force: bool = False) -> int:
+        """Write a whole, consistent copy of the database to ``dest`` (0600; see store/backup.py).
+
+        Returns:
+            The backup's size in bytes.
+
+        Raises:
+            NexusError: If ``dest`` exists (without ``force``) or cannot be written, or
+                the store is in memory.
+        """
+        return backup_sqlite(self.conn, dest, force=force)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -810,8 +825,9 @@ class Store(
                 first_kept_key = kept[_P_ID]
                 own = 0 if kept[_P_KIND] == "compaction" else kept[_P_TOKENS]
                 context_tokens = tokens + parent[_P_PATH_TOKENS] - kept[_P_PATH_TOKENS] + own
-            elif native and not (isinstance(first_uid, str) and first_uid == entry.get("id")):
-                # (a compaction naming itself as first kept keeps nothing before it)
+            elif native:
+                # (a compaction naming itself is no ancestor either: issue 18; an import
+                # keeps what a transcript wrote, where it keeps nothing before it)
                 raise InvalidEntry(
                     f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
                     f"compaction in session {session_id!r}; keep a turn on the path to its parent"

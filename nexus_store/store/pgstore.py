@@ -289,6 +289,13 @@ class PostgresStore(Store):
         """Not on PostgreSQL yet."""
         raise self._not_yet("gc")
 
+    def backup(self, dest: Any, *, force: bool = False) -> int:
+        """PostgreSQL has its own tools (issue 18)."""
+        raise NexusError(
+            "backup copies a SQLite file; on PostgreSQL use pg_dump (or `nexus-store copy "
+            "--to FILE.db` for a SQLite copy of the sessions)"
+        )
+
 
 def _utc_now() -> str:
     from nexus_store.store.core import utc_now
