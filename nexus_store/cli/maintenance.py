@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -115,16 +117,27 @@ def gc(
         raise click.UsageError("give a SESSION or --all (not both)")
     store = open_store(ctx)
     session_id = store.resolve_session(session).id if session is not None else None
-    report = store.gc(
-        session_id,
-        all_sessions=all_sessions,
-        dead_branches_older_than=dead_branches_older_than,
-        compacted_older_than=compacted_older_than,
-        sessions_older_than=sessions_older_than,
-        keep=keep,
-        dry_run=dry_run,
-        vacuum=not no_vacuum,
-    )
+    options: dict[str, Any] = {
+        "all_sessions": all_sessions,
+        "dead_branches_older_than": dead_branches_older_than,
+        "compacted_older_than": compacted_older_than,
+        "sessions_older_than": sessions_older_than,
+        "keep": keep,
+        "dry_run": dry_run,
+        "vacuum": not no_vacuum,
+    }
+    if as_json or dry_run or not sys.stderr.isatty():
+        report = store.gc(session_id, **options)
+    else:  # removal goes in batches: show them
+        with click.progressbar(length=1, label="removing", file=sys.stderr) as bar:
+            seen = [0]
+
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - seen[0])
+                seen[0] = done
+
+            report = store.gc(session_id, progress=progress, **options)
     if as_json:
         echo_json(report.model_dump())
         return

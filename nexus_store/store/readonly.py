@@ -180,7 +180,7 @@ def run_readonly(
     def rows() -> Iterator[tuple[Any, ...]]:
         try:
             yield from cursor
-        except sqlite3.OperationalError as err:
+        except sqlite3.Error as err:  # (a damaged page shows while rows are read)
             if "interrupted" in str(err):
                 raise _timed_out(timeout) from None
             raise ReadOnlyError(f"sql error: {err}") from None
