@@ -96,7 +96,7 @@ class SummarizerError(NexusError):
 
 
 class ReadOnlyError(NexusError):
-    """A write was attempted through a read-only door (the `sql` command)."""
+    """A write was refused: the read-only `sql` door, or a file or folder the user cannot write."""
 
 
 class DanglingLeaf(NexusError):

@@ -16,7 +16,14 @@ import sqlite_utils
 
 from nexus_store.errors import SchemaOutOfDate
 
-__all__ = ["MIGRATION_SET", "applied", "build_migrations", "ensure_current", "schema_files"]
+__all__ = [
+    "MIGRATION_SET",
+    "applied",
+    "build_migrations",
+    "ensure_current",
+    "refuse_pending",
+    "schema_files",
+]
 
 MIGRATION_SET = "nexus_store"
 
@@ -77,3 +84,32 @@ def ensure_current(db: sqlite_utils.Database, migrations: sqlite_utils.Migration
     if pending:
         migrations.apply(db)
     return pending
+
+
+def refuse_pending(
+    db: sqlite_utils.Database, migrations: sqlite_utils.Migrations, why: str
+) -> None:
+    """Check a database that cannot be written: current is fine, anything else is refused.
+
+    Args:
+        db: The database, opened read-only.
+        migrations: The registered migrations.
+        why: Why it cannot be written (for the message).
+
+    Raises:
+        SchemaOutOfDate: If it records migrations this code does not know, or needs one.
+    """
+    known = {m.name for m in migrations._migrations}
+    recorded = applied(db) if db["_sqlite_migrations"].exists() else []
+    unknown = [name for name in recorded if name not in known]
+    if unknown:
+        raise SchemaOutOfDate(
+            f"the database was written by a newer nexus_store (schema {unknown[-1]} is unknown "
+            f"to this version, which knows up to {max(known)}); upgrade nexus_store to open it"
+        )
+    pending = sorted(known - set(recorded))
+    if pending:
+        raise SchemaOutOfDate(
+            f"the database needs schema upgrades ({', '.join(pending)}) that cannot be written: "
+            f"{why}. Open it once with write access to upgrade it"
+        )

@@ -15,7 +15,9 @@ The decisions are plain functions of a token count and the config:
   reached is chosen (the seed's loop returned the first one reached, so a context
   at 96% with large tool outputs would only ever be pruned).
 * `evaluate_degradation` / `should_block_auto_compaction` — risk from the number
-  of compactions on the leaf's path, and the cap on automatic compactions.
+  of compactions on the leaf's path and from how full the context is (past the
+  window, past the trigger, past the lowest layer), and the cap on automatic
+  compactions.
 * `should_flush` / `record_flush` — the pre-compaction memory flush runs once per
   compaction epoch (seed 003's ``memoryFlushCompactionCount``).
 """
@@ -416,16 +418,32 @@ class Degradation(BaseModel):
     recommendation: str
 
 
-def evaluate_degradation(compaction_count: int, cfg: CompactionConfig) -> Degradation:
-    """Rate the risk of a path compacted ``compaction_count`` times.
+_RISKS: tuple[RiskLevel, ...] = ("low", "medium", "high", "critical")
 
-    Risk is critical from ``max_auto_compactions``, high from ``warn_at_compaction``,
-    medium from one below the warning (at least 1), else low — seed 002's guard
-    with its limits taken from the config.
+
+def evaluate_degradation(
+    compaction_count: int,
+    cfg: CompactionConfig,
+    *,
+    tokens: int | None = None,
+    window: int | None = None,
+) -> Degradation:
+    """Rate the risk of a leaf's context: how often it was compacted, and how full it is.
+
+    From the compaction count: critical from ``max_auto_compactions``, high from
+    ``warn_at_compaction``, medium from one below the warning (at least 1), else low
+    (seed 002's guard with its limits taken from the config). From the fill level,
+    when ``tokens`` is given (issue 15: a context at 104.5% was called healthy):
+    critical at or over the window (the model cannot take it), high from the
+    trigger formula's threshold (``window - reserve_tokens_floor -
+    soft_threshold_tokens``: compaction is due), medium from the lowest layer's
+    trigger. The higher of the two risks wins, and the recommendation says both.
 
     Args:
         compaction_count: Compactions on the path of the leaf.
         cfg: The configuration.
+        tokens: Tokens in the leaf's context; None to rate the compactions only.
+        window: The context window to measure against (default: the config's).
 
     Returns:
         A `Degradation`.
@@ -453,9 +471,43 @@ def evaluate_degradation(compaction_count: int, cfg: CompactionConfig) -> Degrad
     else:
         risk = "low"
         advice = "Context quality is healthy."
+    if tokens is not None:
+        fill_risk, fill_advice = _fill_level(
+            tokens, cfg, cfg.context_window if window is None else window
+        )
+        if fill_risk != "low":
+            if risk == "low":
+                advice = fill_advice
+            else:
+                advice = f"{fill_advice} {advice}"
+            risk = max(risk, fill_risk, key=_RISKS.index)
     return Degradation(
         compaction_count=count, risk=risk, information_loss_estimate=loss, recommendation=advice
     )
+
+
+def _fill_level(tokens: int, cfg: CompactionConfig, window: int) -> tuple[RiskLevel, str]:
+    """The risk and advice of a context of ``tokens`` tokens in ``window``."""
+    threshold = max(0, window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens)
+    percent = tokens / window * 100
+    if tokens >= window:
+        return "critical", (
+            f"The context ({tokens:,} tokens, {percent:.1f}%) does not fit the {window:,}-token "
+            "window: the model cannot take it. Compact now (nexus-store compact SESSION)."
+        )
+    if tokens >= threshold:
+        return "high", (
+            f"The context ({tokens:,} tokens, {percent:.1f}%) is past the auto-compaction "
+            f"trigger ({threshold:,} = window - reserve - soft threshold): compact now "
+            "(nexus-store compact SESSION)."
+        )
+    lowest = min((layer_threshold(layer, window) for layer in cfg.layers), default=threshold)
+    if tokens >= lowest:
+        return "medium", (
+            f"The context ({tokens:,} tokens, {percent:.1f}%) is nearing the auto-compaction "
+            f"trigger ({threshold:,} tokens)."
+        )
+    return "low", ""
 
 
 def should_block_auto_compaction(compaction_count: int, cfg: CompactionConfig) -> bool:

@@ -237,7 +237,7 @@ class TestCli:
         result = runner.invoke(cli, [*args, "--dry-run", "--json"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["dead_branch_turns"] == 3
-        result = runner.invoke(cli, args, catch_exceptions=False)
+        result = runner.invoke(cli, [*args, "--yes"], catch_exceptions=False)
         assert result.exit_code == 0 and "removed: 3 dead-branch turns" in result.output
         assert "vacuumed" in result.output
 

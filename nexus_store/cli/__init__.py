@@ -16,7 +16,7 @@ from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import backup, doctor, gc
-from nexus_store.cli.read import sessions, sql, tree
+from nexus_store.cli.read import schema, sessions, sql, tree
 from nexus_store.cli.search import search
 from nexus_store.cli.transfer import export, import_
 
@@ -64,6 +64,7 @@ for command in (
     compact,
     navigate,
     sql,
+    schema,
     search,
     doctor,
     gc,

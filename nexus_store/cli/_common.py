@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,13 +24,50 @@ __all__ = [
     "NexusGroup",
     "database_target",
     "default_db_path",
+    "echo",
     "echo_json",
+    "echo_json_text",
     "json_option",
     "open_store",
     "print_table",
+    "terminal_safe",
 ]
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+# Characters a terminal acts on instead of showing: C0 controls but newline and tab,
+# DEL, C1 controls (\x9b is a one-byte CSI), and the bidirectional overrides that
+# reorder what is shown. Transcripts hold whatever tools printed (issue 15: `tree`
+# sent a transcript's escape sequences to the terminal).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What JSON leaves raw with ensure_ascii=False (it escapes C0 itself).
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """Text with every character a terminal would act on shown as an escape (``\\x1b``).
+
+    Every human-readable line the CLI prints goes through here (`echo`, `print_table`
+    and the error line), so a transcript cannot move the cursor, recolour, retitle or
+    clear the terminal, or reorder text with bidirectional overrides.
+
+    Example:
+        >>> terminal_safe("ok\\x1b[2Jgone")
+        'ok\\\\x1b[2Jgone'
+    """
+    return _UNSAFE.sub(_escape, text)
+
+
+def echo(message: str = "", *, err: bool = False) -> None:
+    """Print a human-readable line, terminal-safe (see `terminal_safe`)."""
+    click.echo(terminal_safe(message), err=err)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -45,20 +84,46 @@ class NexusGroup(click.Group):
     """A click group that turns every NexusError into one line on stderr and exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, mapping library errors to ClickException once, here."""
+        """Run the command, mapping library errors to ClickException once, here.
+
+        A warning of the library (a database readable by other users) is one line on
+        stderr, not Python's ``file:line: UserWarning`` with a line of source (issue 15).
+        """
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warning
+                return super().invoke(ctx)
         except NexusError as err:
-            raise click.ClickException(str(err)) from None
+            raise click.ClickException(terminal_safe(str(err))) from None
+        except KeyboardInterrupt:
+            # Ctrl-C: the open transaction rolled back as the exception left it (click's
+            # own handler would print "Aborted!" and exit 1; issue 15).
+            echo(
+                "interrupted: the write in progress was rolled back and nothing of it was "
+                "stored (an import keeps the files it finished before)",
+                err=True,
+            )
+            ctx.exit(130)
+        except BrokenPipeError:  # `nexus-store ... | head`
+            sys.stderr.close()
+            return None
         except Exception as err:
             if not is_driver_error(err):
                 raise
             # a driver error no choke point translated (issue 18): still one line
             where = f"nexus-store {ctx.invoked_subcommand or ''}".strip()
-            raise click.ClickException(str(translate(err, where))) from None
-        except BrokenPipeError:  # `nexus-store ... | head`
-            sys.stderr.close()
-            return None
+            raise click.ClickException(terminal_safe(str(translate(err, where)))) from None
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    echo(f"warning: {message}", err=True)
 
 
 def database_target(
@@ -103,7 +168,12 @@ def json_option(func: F) -> F:
 
 def echo_json(value: Any) -> None:
     """Print a value as indented JSON (non-ASCII kept)."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    echo_json_text(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def echo_json_text(text: str) -> None:
+    """Print JSON text with the terminal-active characters JSON leaves raw escaped (``\\u009b``)."""
+    click.echo(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def print_table(
@@ -114,15 +184,15 @@ def print_table(
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    click.echo("  ".join("-" * w for w in widths))
+    echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    echo("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _cell(value: Any, max_width: int) -> str:
     text = "" if value is None else str(value)
-    text = text.replace("\n", " ")
+    text = terminal_safe(text.replace("\n", " ").replace("\t", " "))
     return text if len(text) <= max_width else text[: max_width - 1] + "…"
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import click
 
-from nexus_store.cli._common import echo_json, open_store
+from nexus_store.cli._common import echo, echo_json, open_store
 from nexus_store.cli.views import message_preview
 from nexus_store.policy import CompactionConfig, load_config
 
@@ -111,8 +111,8 @@ def compact(
     \b
     Example:
         nexus-store compact latest --dry-run
-        nexus-store compact latest --focus "the auth refactor" --yes
-        nexus-store compact latest --summarizer openai \
+        nexus-store compact latest --focus "the timezone fix" --keep-recent-tokens 0 --yes
+        nexus-store compact latest --summarizer openai \\
             --base-url http://127.0.0.1:11434/v1 --model llama3.1
     """
     store = open_store(ctx)
@@ -145,9 +145,9 @@ def compact(
         if as_json:
             echo_json(plan.model_dump())
         else:
-            click.echo("\n".join(lines))
+            echo("\n".join(lines))
             for m in [*plan.to_summarize, *plan.split_turn_prefix][:20]:
-                click.echo("  - " + message_preview(m, 90))
+                echo("  - " + message_preview(m, 90))
         return
     if plan.is_empty:
         raise click.ClickException(
@@ -156,9 +156,9 @@ def compact(
             "lower --keep-recent-tokens to compact anyway"
         )
     if not as_json:
-        click.echo("\n".join(lines))
+        echo("\n".join(lines))
     if not yes and not click.confirm("Proceed with compaction?", default=False, err=True):
-        click.echo("Compaction cancelled; nothing was written.", err=True)
+        echo("Compaction cancelled; nothing was written.", err=True)
         return
     result = store.compact(
         info.id,
@@ -180,12 +180,12 @@ def compact(
         )
         return
     after = store.context(info.id).tokens
-    click.echo(
+    echo(
         f"✓ Compacted {plan.messages_compacted} messages into turn {result.turn.id}: "
         f"{plan.tokens_before:,} → {after:,} tokens"
     )
     for note in result.outcome.omitted:
-        click.echo(f"  note: {note}", err=True)
+        echo(f"  note: {note}", err=True)
 
 
 @click.command()
@@ -225,8 +225,8 @@ def navigate(
 
     \b
     Example:
-        nexus-store navigate latest 3f2a9c01
-        nexus-store navigate latest 3f2a9c01 --summarize
+        nexus-store navigate latest a1000008
+        nexus-store navigate latest a1000008 --summarize
         nexus-store navigate latest --root
     """
     if (turn is None) == (not root):
@@ -248,6 +248,6 @@ def navigate(
             }
         )
         return
-    click.echo(f"active leaf of {info.id}: {after.active_leaf or '(before the first turn)'}")
+    echo(f"active leaf of {info.id}: {after.active_leaf or '(before the first turn)'}")
     if summary is not None:
-        click.echo(f"branch summary written as turn {summary.id}")
+        echo(f"branch summary written as turn {summary.id}")

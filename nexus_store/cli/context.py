@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
-from nexus_store.cli._common import echo_json, json_option, open_store
+from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
+from nexus_store.models import Turn
 from nexus_store.safe_write import private_text_file
+from nexus_store.store import Store
 
 __all__ = ["context"]
 
@@ -57,7 +60,7 @@ def show(
     \b
     Example:
         nexus-store context show latest
-        nexus-store context show latest --leaf 3f2a9c01 --json
+        nexus-store context show latest --leaf a100000c --json
         nexus-store context show latest --render anthropic --thinking keep
     """
     store = open_store(ctx)
@@ -70,14 +73,14 @@ def show(
         echo_json(result.to_json_dict())
         return
     model = result.model or {}
-    click.echo(
+    echo(
         f"session {info.id}  leaf {result.leaf_id}  {len(result.messages)} messages, "
         f"{result.tokens:,} tokens  "
         f"model {model.get('provider', '-')}/{model.get('modelId', '-')}  "
         f"thinking {result.thinking_level}"
     )
     for turn_id, message in zip(result.turn_ids, result.messages, strict=True):
-        click.echo(f"{turn_id}  {message_preview(message, 100)}")
+        echo(f"{turn_id}  {message_preview(message, 100)}")
 
 
 @context.command("status")
@@ -96,7 +99,10 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
     """Show how full SESSION's context is and how often its path was compacted.
 
     Tokens against the window, compactions on the path to the leaf, the last
-    compaction, and the degradation risk that repeated compaction brings.
+    compaction, and the risk: critical when the context does not fit the
+    window, high past the auto-compaction trigger (window - reserve - soft
+    threshold), medium past the lowest layer, and as high as repeated
+    compaction makes it.
 
     \b
     Example:
@@ -109,20 +115,20 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
     if as_json:
         echo_json(st.model_dump())
         return
-    click.echo(f"Context status  session {info.id}  leaf {st.leaf_id}")
-    click.echo(f"Tokens:          {st.tokens:,} / {st.window:,} ({st.percent:.1f}%)")
-    click.echo(f"Auto-compact at: {st.threshold:,} tokens")
-    click.echo(f"Compactions:     {st.compactions} on this path")
+    echo(f"Context status  session {info.id}  leaf {st.leaf_id}")
+    echo(f"Tokens:          {st.tokens:,} / {st.window:,} ({st.percent:.1f}%)")
+    echo(f"Auto-compact at: {st.threshold:,} tokens")
+    echo(f"Compactions:     {st.compactions} on this path")
     last = st.last_compaction
     if last:
         before = f"{last['tokens_before']:,}" if isinstance(last["tokens_before"], int) else "?"
         after = f"{last['tokens_after']:,}" if isinstance(last["tokens_after"], int) else "?"
         how = ", ".join(str(v) for v in (last["trigger"], last["layer"]) if v)
-        click.echo(
+        echo(
             f"Last compaction: {last['id']} at {last['timestamp']} "
             f"({how or 'no trigger recorded'}) {before} → {after} tokens"
         )
-    click.echo(f"Degradation:     {st.risk} — {st.recommendation}")
+    echo(f"Degradation:     {st.risk} — {st.recommendation}")
 
 
 @context.command("history")
@@ -134,40 +140,73 @@ def history(ctx: click.Context, session: str, leaf: str | None, as_json: bool) -
     """List the compactions on the path to SESSION's leaf, oldest first.
 
     For each: time, trigger, layer, tokens before → after, messages compacted.
+    What a transcript did not record (pi writes no tokens after or message
+    count) is derived from the tree: the context just above the compaction and
+    at it; such values are marked with *.
 
     \b
     Example:
         nexus-store context history latest
+        nexus-store context history latest --json
     """
     store = open_store(ctx)
     info = store.resolve_session(session)
-    turns = store.compaction_history(info.id, leaf)
-    rows = [
-        {
-            "id": t.id,
-            "timestamp": t.timestamp,
-            "trigger": t.entry.get("trigger"),
-            "layer": t.entry.get("layer"),
-            "tokens_before": t.entry.get("tokensBefore"),
-            "tokens_after": t.entry.get("tokensAfter"),
-            "messages_compacted": t.entry.get("messagesCompacted"),
-            "first_kept": t.entry.get("firstKeptEntryId"),
-        }
-        for t in turns
-    ]
+    rows = [_history_row(store, info.id, t) for t in store.compaction_history(info.id, leaf)]
     if as_json:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no compactions on this path")
+        echo("no compactions on this path")
         return
     for n, r in enumerate(rows, 1):
-        before = f"{r['tokens_before']:,}" if isinstance(r["tokens_before"], int) else "?"
-        after = f"{r['tokens_after']:,}" if isinstance(r["tokens_after"], int) else "?"
-        click.echo(
+
+        def shown(key: str, r: dict[str, Any] = r) -> str:
+            value = r[key]
+            text = f"{value:,}" if isinstance(value, int) else "?"
+            return text + ("*" if key in r["derived"] else "")
+
+        echo(
             f"{n}. {r['id']}  {r['timestamp'] or '-'}  {r['trigger'] or '-'}/{r['layer'] or '-'}  "
-            f"{before} → {after} tokens  {_or_unknown(r['messages_compacted'])} messages"
+            f"{shown('tokens_before')} → {shown('tokens_after')} tokens  "
+            f"{shown('messages_compacted')} messages"
         )
+    if any(r["derived"] for r in rows):
+        echo("* derived from the tree (the transcript did not record it)")
+
+
+def _history_row(store: Store, session_id: str, turn: Turn) -> dict[str, Any]:
+    """One compaction's numbers; what its entry lacks is derived from the contexts around it."""
+    e = turn.entry
+    row: dict[str, Any] = {
+        "id": turn.id,
+        "timestamp": turn.timestamp,
+        "trigger": e.get("trigger"),
+        "layer": e.get("layer"),
+        "tokens_before": e.get("tokensBefore"),
+        "tokens_after": e.get("tokensAfter"),
+        "messages_compacted": e.get("messagesCompacted"),
+        "first_kept": e.get("firstKeptEntryId"),
+        "derived": [],
+    }
+    keys = ("tokens_before", "tokens_after", "messages_compacted")
+    if all(isinstance(row[k], int) for k in keys):
+        return row
+    # The context the model had just before the compaction, and the one it made.
+    before = store.context(session_id, turn.parent_id) if turn.parent_id else None
+    after = store.context(session_id, turn.id)
+    derived = {
+        "tokens_before": before.tokens if before else 0,
+        "tokens_after": after.tokens,
+        # messages that left the context (the summary message replaces them)
+        "messages_compacted": max(
+            0, (len(before.messages) if before else 0) - (len(after.messages) - 1)
+        ),
+    }
+    for key in keys:
+        if not isinstance(row[key], int):
+            row[key] = derived[key]
+            row["derived"].append(key)
+    return row
 
 
 @context.command("inspect")
@@ -210,10 +249,8 @@ def inspect(ctx: click.Context, session: str, leaf: str | None, prune: bool, as_
         return
     for r in rows:
         mark = "  (pruned)" if r["pruned"] else ""
-        click.echo(
-            f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}"
-        )
-    click.echo(
+        echo(f"{r['turn']}  {r['role'] or '?':<18} {r['tool'] or '':<16} {r['tokens']:>8,}{mark}")
+    echo(
         f"total {result.tokens:,} tokens in {len(rows)} messages"
         + (f", {len(pruned)} pruned" if prune else "")
     )
@@ -235,7 +272,7 @@ def export_backup(ctx: click.Context, session: str, file: Path) -> None:
     data = store.backup_session(info.id)
     with private_text_file(file) as handle:  # 0600, no planted link followed (issue 18)
         handle.write(json.dumps(data, ensure_ascii=False))
-    click.echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
+    echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
 
 
 @context.command("import")
@@ -254,8 +291,4 @@ def import_backup(ctx: click.Context, file: Path) -> None:
     except (ValueError, UnicodeDecodeError) as err:
         raise click.ClickException(f"{file} is not a JSON backup: {err}") from None
     session_id = store.restore_session(data)
-    click.echo(f"restored session {session_id}")
-
-
-def _or_unknown(value: object) -> str:
-    return "?" if value is None else str(value)
+    echo(f"restored session {session_id}")

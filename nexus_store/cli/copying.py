@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from nexus_store.cli._common import database_target, echo_json
+from nexus_store.cli._common import database_target, echo, echo_json
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
 
@@ -82,7 +82,7 @@ def copy(
     if as_json:
         echo_json(report.model_dump())
     else:
-        click.echo(
+        echo(
             f"{report.sessions} sessions: {report.copied} copied, {report.skipped} already "
             f"complete; {report.turns:,} turns written in {report.seconds:.2f}s"
         )

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from nexus_store.cli._common import echo_json, json_option, open_store
+from nexus_store.cli._common import echo, echo_json, json_option, open_store
+from nexus_store.store.retention import GcReport
 
 __all__ = ["backup", "doctor", "gc"]
 
@@ -46,12 +47,12 @@ def doctor(ctx: click.Context, fix: bool, wal_limit: int, as_json: bool) -> None
     else:
         for finding in report.findings:
             mark = "fixed" if finding.fixed else finding.severity
-            click.echo(f"[{mark}] {finding.check}: {finding.message}")
+            echo(f"[{mark}] {finding.check}: {finding.message}")
         for action in report.actions:
-            click.echo(f"did: {action}")
+            echo(f"did: {action}")
         wal = "-" if report.wal_bytes is None else f"{report.wal_bytes:,} bytes"
         state = "ok" if report.ok else "problems left"
-        click.echo(f"{state}: {report.turns_checked} turns checked, WAL {wal}")
+        echo(f"{state}: {report.turns_checked} turns checked, WAL {wal}")
     if not report.ok:
         ctx.exit(1)
 
@@ -87,6 +88,7 @@ def doctor(ctx: click.Context, fix: bool, wal_limit: int, as_json: bool) -> None
     help="A turn whose path and context must stay, besides the active leaf (repeatable).",
 )
 @click.option("--no-vacuum", is_flag=True, help="Do not checkpoint and VACUUM afterwards.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation before removing.")
 @json_option
 @click.pass_context
 def gc(
@@ -99,6 +101,7 @@ def gc(
     sessions_older_than: float | None,
     keep: tuple[str, ...],
     no_vacuum: bool,
+    yes: bool,
     as_json: bool,
 ) -> None:
     """Remove old data from SESSION (or --all) without breaking any tree.
@@ -106,29 +109,33 @@ def gc(
     Only what the options ask for goes: dead branches, raw turns behind a
     compaction, whole sessions. The context of every remaining leaf stays the
     same. Then the WAL is checkpointed and the file vacuumed. This is the only
-    command that deletes rows.
+    command that deletes rows, so it shows what would go and asks first
+    (--yes to skip the question; --dry-run to only show).
 
     \b
     Example:
         nexus-store gc latest --dead-branches-older-than 30 --dry-run
         nexus-store gc --all --compacted-older-than 90 --sessions-older-than 365
+        nexus-store gc --all --sessions-older-than 365 --yes
     """
     if (session is None) == (not all_sessions):
         raise click.UsageError("give a SESSION or --all (not both)")
     store = open_store(ctx)
     session_id = store.resolve_session(session).id if session is not None else None
-    options: dict[str, Any] = {
-        "all_sessions": all_sessions,
-        "dead_branches_older_than": dead_branches_older_than,
-        "compacted_older_than": compacted_older_than,
-        "sessions_older_than": sessions_older_than,
-        "keep": keep,
-        "dry_run": dry_run,
-        "vacuum": not no_vacuum,
-    }
-    if as_json or dry_run or not sys.stderr.isatty():
-        report = store.gc(session_id, **options)
-    else:  # removal goes in batches: show them
+
+    def run(dry: bool) -> GcReport:
+        options: dict[str, Any] = {
+            "all_sessions": all_sessions,
+            "dead_branches_older_than": dead_branches_older_than,
+            "compacted_older_than": compacted_older_than,
+            "sessions_older_than": sessions_older_than,
+            "keep": keep,
+            "dry_run": dry,
+            "vacuum": not no_vacuum,
+        }
+        if as_json or dry or not sys.stderr.isatty():
+            return store.gc(session_id, **options)
+        # the removal goes in batches, each its own transaction: show them (issue 18)
         with click.progressbar(length=1, label="removing", file=sys.stderr) as bar:
             seen = [0]
 
@@ -137,22 +144,52 @@ def gc(
                 bar.update(done - seen[0])
                 seen[0] = done
 
-            report = store.gc(session_id, progress=progress, **options)
+            return store.gc(session_id, progress=progress, **options)
+
+    if not (dry_run or yes):
+        plan = run(True)
+        if plan.dead_branch_turns + plan.compacted_turns + len(plan.sessions_removed) == 0:
+            if as_json:
+                echo_json(plan.model_dump())
+            else:
+                _print_gc(plan)
+                echo("nothing to remove")
+            return
+        _print_gc(plan, err=True)
+        try:
+            confirmed = click.confirm("Remove these rows for good?", default=False, err=True)
+        except click.Abort:
+            confirmed = False
+        if not confirmed:
+            echo("gc cancelled; nothing was removed (--yes skips this question)", err=True)
+            ctx.exit(1)
+    report = run(dry_run)
     if as_json:
         echo_json(report.model_dump())
         return
-    verb = "would remove" if report.dry_run else "removed"
-    click.echo(
-        f"{verb}: {report.dead_branch_turns} dead-branch turns, {report.compacted_turns} "
-        f"turns behind compactions, {len(report.sessions_removed)} sessions, "
-        f"{report.messages} messages (~{report.estimated_bytes:,} bytes of rows)"
+    _print_gc(report)
+
+
+def _print_gc(report: GcReport, *, err: bool = False) -> None:
+    """What gc removed, or (dry run) would remove, in the matching mood."""
+    dry = report.dry_run
+    echo(
+        f"{'would remove' if dry else 'removed'}: {report.dead_branch_turns} dead-branch turns, "
+        f"{report.compacted_turns} turns behind compactions, {len(report.sessions_removed)} "
+        f"sessions, {report.messages} messages (~{report.estimated_bytes:,} bytes of rows)",
+        err=err,
     )
     for item in report.reparented:
-        click.echo(f"re-rooted {item['turn']} (its parent {item['old_parent']} is gone)")
+        if dry:
+            line = f"would re-root {item['turn']} (its parent {item['old_parent']} would go)"
+        else:
+            line = f"re-rooted {item['turn']} (its parent {item['old_parent']} is gone)"
+        echo(line, err=err)
     for kept in report.sessions_kept:
-        click.echo(f"kept session {kept['session']}: {kept['reason']}")
+        verb = "would keep" if dry else "kept"
+        echo(f"{verb} session {kept['session']}: {kept['reason']}", err=err)
     for action in report.actions:
-        click.echo(f"did: {action}")
+        echo(f"did: {action}", err=err)
 
 
 @click.command()
@@ -176,4 +213,4 @@ def backup(ctx: click.Context, dest: Path, force: bool) -> None:
     """
     store = open_store(ctx)
     size = store.backup(dest, force=force)
-    click.echo(f"wrote a backup of {size:,} bytes to {dest}", err=True)
+    echo(f"wrote a backup of {size:,} bytes to {dest}", err=True)

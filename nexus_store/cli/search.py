@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nexus_store.cli._common import echo_json, json_option, open_store, print_table
+from nexus_store.cli._common import echo, echo_json, json_option, open_store, print_table
 
 __all__ = ["search"]
 
@@ -36,7 +36,7 @@ def search(
     literal: bool,
     as_json: bool,
 ) -> None:
-    r"""Search message text and compaction/branch summaries for QUERY.
+    """Search message text and compaction/branch summaries for QUERY.
 
     QUERY is FTS5 syntax: words (all must match), "a phrase", OR, NOT,
     prefix*, NEAR(a b). Hits are BM25-ranked, best first; rank is lower for
@@ -59,7 +59,7 @@ def search(
         echo_json([hit.model_dump() for hit in hits])
         return
     if not hits:
-        click.echo("no matches")
+        echo("no matches")
         return
     print_table(
         ["session", "turn", "role", "tool", "snippet"],

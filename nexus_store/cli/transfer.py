@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from nexus_store.cli._common import echo_json, open_store
+from nexus_store.cli._common import echo, echo_json, open_store
 from nexus_store.examples import EXAMPLE_TRANSCRIPT
 from nexus_store.store.transfer import find_transcripts
 
@@ -79,23 +79,19 @@ def import_(
         if not quiet:
             for p in report.problems[:50]:
                 action = "repaired" if p["repaired"] else "skipped"
-                click.echo(
-                    f"{p['path']}:{p['line']}: {p['kind']} ({action}): {p['message']}", err=True
-                )
+                echo(f"{p['path']}:{p['line']}: {p['kind']} ({action}): {p['message']}", err=True)
             if len(report.problems) > 50:
-                click.echo(
-                    f"... and {len(report.problems) - 50} more problems (see --json)", err=True
-                )
+                echo(f"... and {len(report.problems) - 50} more problems (see --json)", err=True)
         mb = report.bytes / 1e6
         rate = mb / report.seconds if report.seconds else 0.0
-        click.echo(
+        echo(
             f"{report.files} files, {len(set(report.sessions))} sessions, {report.turns:,} turns, "
             f"{report.messages:,} messages added; {report.repaired} repaired, {report.skipped} "
             f"skipped, {report.conflicts} conflicts, {len(report.errors)} errors "
             f"({mb:.1f} MB in {report.seconds:.2f}s, {rate:.1f} MB/s)"
         )
         for error in report.errors:
-            click.echo(f"error: {error}", err=True)
+            echo(f"error: {error}", err=True)
     if report.errors:
         ctx.exit(1)
 
@@ -125,12 +121,13 @@ def export(
 
     For pi v3 input, import then export gives back the same JSON values line
     for line; v1 and v2 input exports as v3. The file is written whole or not
-    at all.
+    at all. An active leaf that is not the last entry (pi's leaf) is named in
+    the header ("nexusStore": {"activeLeafId": ...}) and restored by import.
 
     \b
     Example:
         nexus-store export latest -o session.jsonl
-        nexus-store export 5fd1e58c --leaf 3f2a9c01 --format ndjson
+        nexus-store export 0193a1c2 --leaf a100000c --format ndjson
     """
     store = open_store(ctx)
     info = store.resolve_session(session)
@@ -138,4 +135,4 @@ def export(
         store.export_jsonl(info.id, sys.stdout, leaf_id=leaf, format=fmt)
     else:
         count = store.export_jsonl(info.id, output, leaf_id=leaf, format=fmt)
-        click.echo(f"wrote {count} lines to {output}", err=True)
+        echo(f"wrote {count} lines to {output}", err=True)

@@ -8,7 +8,7 @@ from typing import Any
 from nexus_store.models import Turn
 from nexus_store.rows import flatten_text
 
-__all__ = ["draw_tree", "message_preview", "turn_preview"]
+__all__ = ["FOLD_RUNS_OVER", "draw_tree", "message_preview", "turn_preview"]
 
 
 def _short(text: str | None, width: int) -> str:
@@ -65,14 +65,26 @@ def turn_preview(turn: Turn, width: int = 60) -> str:
     return ""
 
 
+FOLD_RUNS_OVER = 12
+"""A linear run of more turns than this is folded by `draw_tree` (``tree --all`` unfolds)."""
+_KEEP_ENDS = 3  # turns shown at each end of a folded run
+
+
 def draw_tree(
-    turns: Sequence[Turn], active_leaf: str | None, labels: Mapping[str, str], width: int = 60
+    turns: Sequence[Turn],
+    active_leaf: str | None,
+    labels: Mapping[str, str],
+    width: int = 60,
+    fold: int | None = FOLD_RUNS_OVER,
 ) -> Iterable[str]:
     """Draw a session's turns as an ASCII tree.
 
     A chain of single children stays at one indentation (a conversation reads
     downwards); each branch point indents its children with ``├─``/``└─``. The active
-    leaf is marked ``◀ active``.
+    leaf is marked ``◀ active``. A linear run of more than ``fold`` plain turns (no
+    branch point, compaction, branch summary, label or active leaf among them) shows
+    its first and last three turns and one line saying how many are folded; None
+    draws every turn.
     """
     children: dict[str | None, list[Turn]] = {}
     for turn in turns:
@@ -89,8 +101,18 @@ def draw_tree(
             text += "  ◀ active"
         return text
 
+    def plain(turn: Turn) -> bool:
+        """A turn a fold may hide: in the middle of a chain, nothing to point at."""
+        return (
+            len(children.get(turn.id, [])) == 1
+            and turn.kind not in ("compaction", "branch_summary")
+            and turn.id not in labels
+            and turn.id != active_leaf
+        )
+
+    rows: list[tuple[str, str, Turn, bool]] = []  # head, indent, turn, foldable
     # iterative walk (histories can be deeper than Python's recursion limit)
-    stack: list[tuple[Turn, str, str]] = []
+    stack: list[tuple[Turn, str, str, bool]] = []
     roots = children.get(None, [])
     for i, root in enumerate(reversed(roots)):
         last = i == 0
@@ -99,17 +121,44 @@ def draw_tree(
                 root,
                 "" if len(roots) == 1 else ("└─ " if last else "├─ "),
                 "" if len(roots) == 1 else ("   " if last else "│  "),
+                False,
             )
         )
     while stack:
-        turn, head, indent = stack.pop()
-        yield head + line(turn)
+        turn, head, indent, in_chain = stack.pop()
+        rows.append((head, indent, turn, in_chain and plain(turn)))
         kids = children.get(turn.id, [])
         if len(kids) == 1:
-            stack.append((kids[0], indent, indent))
+            stack.append((kids[0], indent, indent, True))
         else:
             for i, kid in enumerate(reversed(kids)):
                 last = i == 0
                 stack.append(
-                    (kid, indent + ("└─ " if last else "├─ "), indent + ("   " if last else "│  "))
+                    (
+                        kid,
+                        indent + ("└─ " if last else "├─ "),
+                        indent + ("   " if last else "│  "),
+                        False,
+                    )
                 )
+    n = 0
+    while n < len(rows):
+        end = n
+        while end < len(rows) and rows[end][3] and rows[end][1] == rows[n][1]:
+            end += 1
+        if fold is not None and end - n > fold:
+            for head, _, turn, _ in rows[n : n + _KEEP_ENDS]:
+                yield head + line(turn)
+            hidden = end - n - 2 * _KEEP_ENDS
+            yield f"{rows[n][1]}┆ … {hidden:,} turns folded (tree --all shows every turn)"
+            for head, _, turn, _ in rows[end - _KEEP_ENDS : end]:
+                yield head + line(turn)
+            n = end
+        elif end > n:
+            for head, _, turn, _ in rows[n:end]:
+                yield head + line(turn)
+            n = end
+        else:
+            head, _, turn, _ = rows[n]
+            yield head + line(turn)
+            n += 1

@@ -19,7 +19,7 @@ import itertools
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -232,7 +232,11 @@ def _closing(entries: Iterator[ParsedEntry], handle: BinaryIO) -> Iterator[Parse
 
 
 def parse_file(
-    path: str | Path, *, format: str | None = None, strict: bool = False
+    path: str | Path,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    on_open: Callable[[BinaryIO], None] | None = None,
 ) -> Iterator[ParsedSession]:
     """Read a transcript file.
 
@@ -244,6 +248,8 @@ def parse_file(
         format: Force a format (one of `FORMATS`); detected from content if None.
         strict: Raise `TranscriptError` at the first problem instead of repairing
             or skipping.
+        on_open: Called with the open file, whose position then tells how far
+            reading has come (the import's progress inside one file).
 
     Yields:
         One `ParsedSession` (entries lazy; problems filled while they are read).
@@ -254,6 +260,8 @@ def parse_file(
     """
     chosen = _check_format(format)
     handle = open(path, "rb")  # closed by _closing when entries end
+    if on_open is not None:
+        on_open(handle)
     try:
         for session in parse_stream(handle, str(path), format=chosen, strict=strict):
             session.entries = _closing(session.entries, handle)

@@ -4,7 +4,10 @@ A new file is created readable by its owner only (transcripts hold secrets; SQLi
 gives the -wal and -shm files the same mode). An existing path must be a SQLite
 database that is empty of tables or already a nexus_store database: an empty
 file, another format, or somebody else's database is refused with a clear message
-before anything is written to it.
+before anything is written to it. A database this process cannot write (a
+read-only file, or a read-only folder where SQLite cannot make its -wal and -shm
+files) is opened read-only, so that reading works and a write names the reason
+(issue 15, item 5).
 """
 
 from __future__ import annotations
@@ -15,10 +18,18 @@ import stat
 import warnings
 from pathlib import Path
 
-from nexus_store.errors import StoreOpenError
+from nexus_store.errors import StorageError, StoreOpenError
 from nexus_store.store.driver_errors import TranslatingConnection
 
-__all__ = ["SQLITE_HEADER", "check_existing", "connect", "create_private", "warn_if_shared"]
+__all__ = [
+    "SQLITE_HEADER",
+    "check_existing",
+    "connect",
+    "connect_read_only",
+    "create_private",
+    "read_only_reason",
+    "warn_if_shared",
+]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -47,9 +58,63 @@ def check_existing(path: Path) -> None:
         )
 
 
+def read_only_reason(path: Path) -> str | None:
+    """Why this process cannot write an existing database file, or None when it can.
+
+    Args:
+        path: An existing database file.
+
+    Returns:
+        A phrase naming the file or folder and why (for an error message), or None.
+    """
+    if not os.access(path, os.W_OK):
+        mode = stat.filemode(path.stat().st_mode)
+        return f"the file {path} is read-only for this user ({mode})"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        # SQLite writes through -wal and -shm files beside the database; where they
+        # exist and are writable a read-only folder does not matter.
+        sidecars = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+        if not all(os.access(sidecar, os.W_OK) for sidecar in sidecars):
+            return (
+                f"the folder {folder} is not writable (SQLite needs to create "
+                f"{path.name}-wal and {path.name}-shm beside the database)"
+            )
+    return None
+
+
+def connect_read_only(path: Path, *, timeout: float) -> sqlite3.Connection:
+    """Open an existing database read-only, even in a folder where SQLite cannot write.
+
+    ``mode=ro`` reads a WAL database when its -shm file exists or can be made; in a
+    read-only folder without one, only ``immutable=1`` opens it (nobody can be
+    writing it there either, since a writer would need the same files).
+
+    Raises:
+        StoreOpenError: If SQLite cannot read the file.
+    """
+    base = path.resolve().as_uri()
+    last: Exception | None = None
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        conn = connect(f"{base}?{query}", timeout=timeout, uri=True)
+        try:
+            conn.execute("select count(*) from sqlite_master").fetchone()
+        except (sqlite3.DatabaseError, StorageError) as err:  # (translated: issue 18)
+            conn.close()
+            last = err
+            continue
+        return conn
+    raise StoreOpenError(f"cannot read {path}: {last}")
+
+
 def warn_if_shared(path: Path) -> None:
-    """Warn when a database file is readable by other users (transcripts hold secrets)."""
-    if path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+    """Warn when a database file of this user is readable by others (transcripts hold secrets).
+
+    Somebody else's file is not warned about: its reader cannot change its mode.
+    """
+    info = path.stat()
+    mine = not hasattr(os, "geteuid") or info.st_uid == os.geteuid()
+    if info.st_mode & (stat.S_IRGRP | stat.S_IROTH) and mine:
         warnings.warn(
             f"{path} is readable by other users; transcripts hold secrets: chmod 600 {path}",
             stacklevel=4,

@@ -27,6 +27,7 @@ from nexus_store import migrate
 from nexus_store.errors import (
     InvalidEntry,
     NexusError,
+    ReadOnlyError,
     SessionNotFound,
     StorageError,
     StoreOpenError,
@@ -141,6 +142,9 @@ class Store(
         SchemaOutOfDate: If the database was written by a newer nexus_store.
     """
 
+    read_only: str | None = None
+    """Why this store cannot write (a read-only file or folder), or None when it can."""
+
     def __new__(cls, path: Any = None, **options: Any) -> Store:
         """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
         if cls is Store and is_postgres_url(path):
@@ -161,6 +165,7 @@ class Store(
         if synchronous.upper() not in ("NORMAL", "FULL", "OFF", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.filename: Path | None = None
+        self.read_only = None
         created = False
         if isinstance(path, sqlite_utils.Database):
             self.db = path
@@ -175,10 +180,14 @@ class Store(
             self.filename = Path(path)
             if self.filename.exists():
                 connection.check_existing(self.filename)
+                self.read_only = connection.read_only_reason(self.filename)
             else:
                 connection.create_private(self.filename)
                 created = True
-            conn = connection.connect(str(self.filename), timeout=busy_timeout)
+            if self.read_only:
+                conn = connection.connect_read_only(self.filename, timeout=busy_timeout)
+            else:
+                conn = connection.connect(str(self.filename), timeout=busy_timeout)
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self.conn: sqlite3.Connection = self.db.conn
         try:
@@ -199,7 +208,7 @@ class Store(
 
     def _configure(self, synchronous: str, busy_timeout: float) -> None:
         try:
-            if self.filename is not None:
+            if self.filename is not None and not self.read_only:
                 mode = self.conn.execute("pragma journal_mode=wal").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreOpenError(f"cannot switch {self.filename} to WAL mode (got {mode})")
@@ -236,6 +245,9 @@ class Store(
 
     def _migrate(self) -> None:
         migrations = migrate.build_migrations()
+        if self.read_only:
+            migrate.refuse_pending(self.db, migrations, f"{self.read_only}; nothing was changed")
+            return
         for attempt in range(100):
             try:
                 migrate.ensure_current(self.db, migrations)
@@ -257,7 +269,7 @@ class Store(
             chosen = get_counter(counter)
         else:
             chosen = counter
-        if recorded is None:
+        if recorded is None and not self.read_only:
             with self.atomic():
                 self.conn.execute(
                     "insert or ignore into settings (key, value) values ('token_counter', ?)",
@@ -302,6 +314,11 @@ class Store(
         The outermost block takes the write lock at once (``BEGIN IMMEDIATE``), waiting
         and retrying with backoff while another process holds it.
         """
+        if self.read_only:
+            raise ReadOnlyError(
+                f"cannot write to {self.filename}: {self.read_only}; reading works, nothing was "
+                "changed"
+            )
         if self.conn.in_transaction:
             # A fixed savepoint name keeps the statements in sqlite3's cache (appends
             # inside a caller's atomic() are the batched hot path); names may nest.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sqlite3
 import sys
 from collections import OrderedDict
@@ -126,6 +127,12 @@ class IngestMixin:
             for prepared in _prepared_batches(entries, self.counter):  # type: ignore[attr-defined]
                 run.process(*prepared)
             run.finish()
+            if run.added:
+                # An export of a session whose active leaf was not its last entry names
+                # the leaf in its header (issue 15); pi ignores the key.
+                leaf = active_leaf_of(header)
+                if leaf is not None:
+                    self.conn.execute(SET_DECLARED_LEAF_SQL, [session_key, leaf, session_key])
         return session_id, counts
 
     def _ensure_imported_session(
@@ -172,7 +179,7 @@ class IngestMixin:
                 uid,
                 cwd,
                 created,
-                _now(),
+                created,  # the import sets it to the newest turn's time
                 parent_key,
                 source_format,
                 source_path,
@@ -185,6 +192,26 @@ class IngestMixin:
 
 
 _BATCH = 500
+
+HEADER_KEY = "nexusStore"
+"""The header key an export writes the active leaf under: ``{"activeLeafId": ...}``."""
+
+# Point the session at the turn its header names, when the session has it.
+SET_DECLARED_LEAF_SQL = """
+update sessions set active_leaf_id = coalesce(
+    (select id from turns where session_id = ? and uid = ?), active_leaf_id)
+where id = ?
+"""
+
+
+def active_leaf_of(header: Mapping[str, Any]) -> str | None:
+    """The active leaf a header declares (``{"nexusStore": {"activeLeafId": ...}}``), or None."""
+    ours = header.get(HEADER_KEY)
+    leaf = ours.get("activeLeafId") if isinstance(ours, dict) else None
+    return leaf if isinstance(leaf, str) and is_storable_text(leaf) else None
+
+
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")  # a timestamp that sorts as text
 _CACHE = 10_000
 
 _LOOKUP = 500
@@ -347,6 +374,8 @@ class _Run:
         self.pending_messages: list[dict[str, Any]] = []
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
+        self.added = 0  # turns this run stored
+        self.newest: str | None = None  # the newest ISO timestamp among them
         self.title: str | None = None
         self.paused_index = store._bulk_index_begin()
         self.batch_uids: list[str] = []
@@ -394,13 +423,29 @@ class _Run:
         self.paused_index = None
 
     def finish(self) -> None:
-        """`complete`, then point the session at the last turn stored."""
+        """`complete`, then point the session at the last turn stored.
+
+        A run that stored nothing changes nothing (issue 15: a re-import moved
+        ``updated_utc`` and so ``latest``). Otherwise ``updated_utc`` becomes the newest
+        turn's time (or now when no entry carries one), never moving backwards, so
+        ``latest`` is the latest conversation, not the last file imported.
+        """
         self.complete()
+        if not self.added:
+            return
         if self.last_key is not None:
+            (updated,) = self.conn.execute(
+                "select updated_utc from sessions where id = ?", [self.session_key]
+            ).fetchone()
             self.conn.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
                 "where id = ?",
-                [self.last_key, _now(), self.last_seq, self.session_key],
+                [
+                    self.last_key,
+                    max(updated, self.newest or _now()),
+                    self.last_seq,
+                    self.session_key,
+                ],
             )
         if self.title:
             self.conn.execute(
@@ -556,6 +601,10 @@ class _Run:
         self._remember(uid, child)
         self.last_seq += 1
         self.last_key = key
+        self.added += 1
+        stamp = entry.get("timestamp")
+        if isinstance(stamp, str) and _ISO.match(stamp) and (self.newest or "") < stamp:
+            self.newest = stamp
         self.counts.turns += 1
         if kind == "message":
             self.counts.messages += len(messages)

@@ -294,16 +294,28 @@ _QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL
 _ALLOWED_FIRST = {"select", "with", "values", "explain", "show", "table"}
 
 
-def refuse_unless_query(sql: str, allowed: set[str], listing: str) -> str:
+def refuse_unless_query(
+    sql: str, allowed: set[str], listing: str, statements: frozenset[str] | None = None
+) -> str:
     """The statement's first keyword (comments skipped), if it is one of ``allowed``.
 
     Both ``nexus-store sql`` backends check this before they run anything.
+
+    Args:
+        sql: The statement.
+        allowed: First keywords of the statements that run.
+        listing: What runs, for the message.
+        statements: Every first keyword of a statement of the backend, when known: a
+            first word outside it is no statement at all and is left to the backend's
+            parser, whose syntax error says what is wrong (``selec 1``).
 
     Raises:
         ReadOnlyError: If it is not; ``listing`` says what runs.
     """
     match = _QUERY_START.match(sql)
     first = match.group(1).lower() if match else ""
+    if first and statements is not None and first not in statements:
+        return first
     if first not in allowed:
         word = first.upper() or "an empty statement"
         raise ReadOnlyError(

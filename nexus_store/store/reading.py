@@ -121,13 +121,23 @@ class ReadingMixin:
             raise SessionNotFound(f"no session with id or id prefix {ref!r}")
         pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self.conn.execute(
-            "select uid from sessions where uid like ? escape '\\' limit 2", [pattern]
+            "select uid, title, cwd from sessions where uid like ? escape '\\' order by uid "
+            "limit 11",
+            [pattern],
         ).fetchall()
         if len(rows) == 1:
             return self.get_session(rows[0][0])
         if not rows:
             raise SessionNotFound(f"no session with id or id prefix {ref!r}")
-        raise SessionNotFound(f"{ref!r} is the prefix of several sessions; give more of the id")
+        # Sub-agent sessions share their parent's id prefix (issue 15): name them.
+        shown = [
+            uid + (f" ({title or cwd})" if title or cwd else "") for uid, title, cwd in rows[:10]
+        ]
+        more = ", ..." if len(rows) > 10 else ""
+        raise SessionNotFound(
+            f"{ref!r} is the prefix of several sessions: {', '.join(shown)}{more}; give more of "
+            "the id"
+        )
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -407,7 +417,7 @@ class ReadingMixin:
                     "layer": row[8],
                     "messages_compacted": row[9],
                 }
-        degradation = evaluate_degradation(compactions, cfg)
+        degradation = evaluate_degradation(compactions, cfg, tokens=tokens, window=window)
         return ContextStatus(
             session_id=session_id,
             leaf_id=leaf_uid,

@@ -3,8 +3,12 @@
 Three locks, so that no statement can change the file: the connection is opened
 ``mode=ro``; ``PRAGMA query_only`` is on; and an authorizer allows only reads
 (SELECT, recursive CTEs, functions other than ``load_extension``, a list of
-harmless PRAGMAs). Statements that do not start like a query (VACUUM INTO writes a
-new file even from a read-only connection) are refused before they run.
+harmless PRAGMAs: those that only report, and those whose argument names a table
+or an index, as ``table_info('turns')``, also as table-valued functions like
+``pragma_table_info('turns')``). Statements that start with a keyword of a
+statement that is not a query (VACUUM INTO writes a new file even from a read-only
+connection) are refused before they run; anything else goes to SQLite, whose own
+message reports a syntax error.
 """
 
 from __future__ import annotations
@@ -18,13 +22,21 @@ from typing import Any
 from sqlite_utils.db import quote_identifier
 
 from nexus_store.errors import InvalidArgument, QueryTimeout, ReadOnlyError, StoreOpenError
-from nexus_store.store.connection import check_existing
+from nexus_store.store.connection import check_existing, connect_read_only
 from nexus_store.store.pg import is_postgres_url, refuse_unless_query, run_readonly_pg
 
 __all__ = ["DEFAULT_TIMEOUT", "run_readonly"]
 
 _ALLOWED_FIRST = {"select", "with", "values", "explain", "pragma"}
-_READ_PRAGMAS = {
+# First keywords of every SQLite statement: a word outside this set is no statement
+# at all, and SQLite's parser says so ("near "selec": syntax error").
+_STATEMENTS = frozenset(
+    "alter analyze attach begin commit create delete detach drop end explain insert pragma "
+    "reindex release replace rollback savepoint select update vacuum values with".split()
+)
+# PRAGMAs whose argument names a table, an index or a schema (or a row limit): they
+# read with it. Any other PRAGMA with an argument sets a value and is refused.
+_NAME_PRAGMAS = {
     "table_info",
     "table_xinfo",
     "table_list",
@@ -32,6 +44,11 @@ _READ_PRAGMAS = {
     "index_info",
     "index_xinfo",
     "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+}
+_READ_PRAGMAS = _NAME_PRAGMAS | {
     "database_list",
     "function_list",
     "pragma_list",
@@ -45,9 +62,7 @@ _READ_PRAGMAS = {
     "schema_version",
     "journal_mode",
     "encoding",
-    "integrity_check",
-    "quick_check",
-    "foreign_key_check",
+    "module_list",
 }
 _WRITE_ACTIONS = (
     "INSERT UPDATE DELETE ATTACH DETACH CREATE_TABLE CREATE_INDEX CREATE_VIEW CREATE_TRIGGER "
@@ -89,10 +104,16 @@ class _Guard:
                 return sqlite3.SQLITE_DENY
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
-            if (arg1 or "").lower() in _READ_PRAGMAS and arg2 is None:
+            name = (arg1 or "").lower()
+            if name in _READ_PRAGMAS and (arg2 is None or name in _NAME_PRAGMAS):
                 return sqlite3.SQLITE_OK
             self.denied = f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
             return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+            # Connecting a virtual table (pragma_table_info(...), an FTS5 index) reads
+            # its declaration, which the authorizer reports as an UPDATE of
+            # sqlite_master; the read-only connection and query_only stop real writes.
+            return sqlite3.SQLITE_OK
         self.denied = _ACTION_NAMES.get(action, f"action {action}").upper()
         return sqlite3.SQLITE_DENY
 
@@ -141,14 +162,19 @@ def run_readonly(
     if not file.exists():
         raise StoreOpenError(f"no database at {file}")
     check_existing(file)
-    refuse_unless_query(sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN and read PRAGMAs")
-    uri = f"{file.resolve().as_uri()}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    guard = _Guard()
+    refuse_unless_query(
+        sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN and read PRAGMAs", _STATEMENTS
+    )
+    conn = connect_read_only(file, timeout=5.0)
     deadline = time.monotonic() + timeout
     try:
         conn.execute("pragma query_only = on")
         _connect_virtual_tables(conn)
+    except sqlite3.DatabaseError as err:
+        conn.close()
+        raise StoreOpenError(f"cannot read {file}: {err}") from None
+    guard = _Guard()
+    try:
         conn.set_authorizer(guard)
         # a runaway query (a recursive CTE without end) is interrupted at the deadline
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
@@ -171,7 +197,7 @@ def run_readonly(
             raise ReadOnlyError(
                 f"sql is read-only: {what} is refused; the database was not changed"
             ) from None
-        raise ReadOnlyError(f"sql error: {err}") from None
+        raise ReadOnlyError(f"sql error: SQLite says: {err}") from None
     if cursor.description is None:
         conn.close()
         raise ReadOnlyError("sql is read-only: the statement returns no rows and was refused")

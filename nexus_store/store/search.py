@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import InvalidQuery
 from nexus_store.rows import is_storable_text
+from nexus_store.store.snippets import WINDOW_CHARS, WindowSnippets
 
 __all__ = ["SUMMARY_ROLES", "SearchHit", "SearchMixin", "literal_query"]
 
@@ -27,9 +28,15 @@ SUMMARY_ROLES = {"compaction": "compactionSummary", "branch_summary": "branchSum
 
 # Matches in message text, best first. The FTS table drives the loop, so SQLite
 # takes its rank order (no sort) and computes a snippet only for rows it returns.
+# FTS5's snippet costs the square of the hits in one text (issue 15: 300 s for a
+# 1 MB tool output repeating the word), so it runs only on texts of at most :window
+# characters; a longer text gives NULL here and its key, and gets its snippet from
+# a bounded window (nexus_store.store.snippets).
 SEARCH_MESSAGES_SQL = """
 select s.uid, t.uid, t.kind, m.role, m.tool_name, m.idx,
-       snippet(messages_fts, 0, :open, :close, '…', :tokens), messages_fts.rank
+       case when length(m.text) <= :window
+            then snippet(messages_fts, 0, :open, :close, '…', :tokens) end,
+       messages_fts.rank, m.id
 from messages_fts
 join messages m on m.id = messages_fts.rowid
 join turns t on t.id = m.turn_id
@@ -48,7 +55,9 @@ SEARCH_SUMMARIES_SQL = """
 select s.uid, t.uid, t.kind,
        case t.kind when 'compaction' then 'compactionSummary'
                    when 'branch_summary' then 'branchSummary' end,
-       snippet(summaries_fts, 0, :open, :close, '…', :tokens), summaries_fts.rank
+       case when length(t.summary) <= :window
+            then snippet(summaries_fts, 0, :open, :close, '…', :tokens) end,
+       summaries_fts.rank, t.id
 from summaries_fts
 join turns t on t.id = summaries_fts.rowid
 join sessions s on s.id = t.session_id
@@ -107,6 +116,9 @@ from turns t join messages m on m.turn_id = t.id
 where t.session_id = ?
 """
 SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
+# The whole text of a long hit, for its bounded snippet.
+MESSAGE_TEXT_SQL = "select coalesce(text, '') from messages where id = ?"
+SUMMARY_TEXT_SQL = "select coalesce(summary, '') from turns where id = ?"
 _ALL_ROWIDS = (-(2**63), 2**63 - 1)
 
 _SYNTAX_HINT = (
@@ -275,6 +287,7 @@ class SearchMixin:
             "close": markers[1],
             "tokens": snippet_tokens,
             "limit": limit,
+            "window": WINDOW_CHARS,
         }
         hits: list[SearchHit] = []
         for row in self._message_matches({**params, "role": role, "tool": tool}):
@@ -314,14 +327,42 @@ class SearchMixin:
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
             bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
-        return self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        rows = self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        return self._bounded_snippets(rows, 6, params)
 
     def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Rows of SEARCH_SUMMARIES_SQL (the PostgreSQL store has its own)."""
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
             bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
-        return self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        rows = self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
+        return self._bounded_snippets(rows, 4, params)
+
+    def _bounded_snippets(
+        self, rows: list[tuple[Any, ...]], column: int, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Fill the snippets the query left out (long texts) from a window; drop the key column.
+
+        Column 6 is a message's snippet (the key is a message), column 4 a summary's.
+        """
+        if all(row[column] is not None for row in rows):
+            return [row[:-1] for row in rows]
+        windows = WindowSnippets()
+        try:
+            out = []
+            for row in rows:
+                if row[column] is None:
+                    text = self.conn.execute(
+                        MESSAGE_TEXT_SQL if column == 6 else SUMMARY_TEXT_SQL, [row[-1]]
+                    ).fetchone()[0]
+                    snippet = windows.snippet(
+                        text, params["query"], (params["open"], params["close"]), params["tokens"]
+                    )
+                    row = (*row[:column], snippet, *row[column + 1 :])
+                out.append(row[:-1])
+            return out
+        finally:
+            windows.close()
 
     def _fts_rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         try:

@@ -36,6 +36,7 @@ from nexus_store.formats import (
     write_pi,
 )
 from nexus_store.safe_write import private_text_file
+from nexus_store.store.ingest import HEADER_KEY
 
 __all__ = ["ImportReport", "TransferMixin", "find_transcripts"]
 
@@ -87,6 +88,13 @@ def find_transcripts(path: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.name.startswith("agent-"), str(p)))
 
 
+# A session's active leaf and its last turn (the entry an export writes last).
+ACTIVE_AND_LAST_SQL = """
+select (select uid from turns where id = s.active_leaf_id),
+       (select uid from turns where session_id = s.id order by seq desc limit 1)
+from sessions s where s.id = ?
+"""
+
 ProgressCallback = Callable[[int, int], None]
 """Called as progress(bytes_done, entries_done) while importing."""
 
@@ -98,13 +106,38 @@ def _collector(seen: list[Problem], path: str) -> Callable[[int, str, str, bool]
     return on_problem
 
 
+_PROGRESS_EVERY = 500  # entries between progress reports inside one file
+
+
 def _entries(
-    parsed: ParsedSession, progress: ProgressCallback | None, done_bytes: int, before: int
+    parsed: ParsedSession,
+    progress: ProgressCallback | None,
+    done_bytes: int,
+    before: int,
+    position: Callable[[], int],
 ) -> Iterator[tuple[int, dict[str, Any], Any]]:
+    """The entries as ingest takes them, reporting the bytes read so far in the file.
+
+    ``position`` is how far reading the current file has come, so a large file moves
+    the bar as it goes (issue 15: a 134 MB file sat at 0% for 14 s, then jumped).
+    """
     for n, item in enumerate(parsed.entries, 1):
-        if progress is not None and n % 5000 == 0:
-            progress(done_bytes, before + n)
+        if progress is not None and n % _PROGRESS_EVERY == 0:
+            progress(done_bytes + position(), before + n)
         yield item.line, item.entry, item.patch
+
+
+class _Position:
+    """Bytes read so far of the file being imported (0 for a stream), at most its size."""
+
+    def __init__(self, opened: list[BinaryIO], size: int) -> None:
+        self.opened = opened
+        self.size = size
+
+    def __call__(self) -> int:
+        if not self.opened or self.opened[0].closed:
+            return 0
+        return min(self.size, self.opened[0].tell())
 
 
 class TransferMixin:
@@ -168,16 +201,18 @@ class TransferMixin:
         done_bytes = 0
         for file in files:
             size = 0 if file is None else file.stat().st_size
+            opened: list[BinaryIO] = []
+            position = _Position(opened, size)
             try:
                 if file is None:
                     stream = stdin if stdin is not None else sys.stdin.buffer
                     sessions = parse_stream(
                         cast(BinaryIO, stream), "<stdin>", format=format, strict=strict
                     )
-                    self._import_sessions(sessions, report, strict, progress, done_bytes)
+                    self._import_sessions(sessions, report, strict, progress, done_bytes, position)
                 else:
-                    sessions = parse_file(file, format=format, strict=strict)
-                    self._import_sessions(sessions, report, strict, progress, done_bytes)
+                    sessions = parse_file(file, format=format, strict=strict, on_open=opened.append)
+                    self._import_sessions(sessions, report, strict, progress, done_bytes, position)
             except (TranscriptError, ConflictError) as err:
                 report.errors.append(str(err))
             except OSError as err:
@@ -197,11 +232,12 @@ class TransferMixin:
         strict: bool,
         progress: ProgressCallback | None,
         done_bytes: int,
+        position: Callable[[], int],
     ) -> None:
         for parsed in sessions:
             seen: list[Problem] = []
             on_problem = _collector(seen, parsed.path)
-            entries = _entries(parsed, progress, done_bytes, report.entries)
+            entries = _entries(parsed, progress, done_bytes, report.entries, position)
 
             session_id, counts = self.ingest(  # type: ignore[attr-defined]
                 parsed.header,
@@ -350,6 +386,32 @@ class TransferMixin:
             )
         return str(session_id)
 
+    def _declare_active_leaf(self, session_id: str, header: dict[str, Any]) -> dict[str, Any]:
+        """The header, naming the active leaf when it is not the last entry written.
+
+        pi takes the last entry of a file as the leaf, so a session navigated back to an
+        earlier turn would lose where it was (issue 15); the header then carries
+        ``{"nexusStore": {"activeLeafId": ...}}``, which import reads back and pi
+        ignores. Otherwise the key is left out, so an import's export is unchanged.
+        """
+        row = self.conn.execute(  # type: ignore[attr-defined]
+            ACTIVE_AND_LAST_SQL,
+            [self._session_row(session_id)[0]],  # type: ignore[attr-defined]
+        ).fetchone()
+        declared = header.get(HEADER_KEY)
+        if not isinstance(declared, dict):
+            declared = None  # not ours to interpret; replaced only if a leaf must be named
+        ours = dict(declared or {})
+        ours.pop("activeLeafId", None)
+        if row is not None and row[0] is not None and row[0] != row[1]:
+            ours["activeLeafId"] = row[0]
+        elif declared is None:
+            return header
+        out = {k: v for k, v in header.items() if k != HEADER_KEY}
+        if ours:
+            out[HEADER_KEY] = ours
+        return out
+
     def export_jsonl(
         self,
         session_id: str,
@@ -376,6 +438,8 @@ class TransferMixin:
         if format not in writers:
             raise NexusError(f"unknown export format {format!r}; choose pi or ndjson")
         header = self.export_header(session_id)
+        if format == "pi" and leaf_id is None:
+            header = self._declare_active_leaf(session_id, header)
         entries = self.iter_export_entries(session_id, leaf_id)
         if isinstance(out, (str, Path)):
             # never a half-written file at the target, never through a planted link,
