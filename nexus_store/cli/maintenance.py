@@ -208,8 +208,8 @@ def backup(ctx: click.Context, dest: Path, force: bool) -> None:
 
     \b
     Example:
-        nexus-store backup ~/backups/sessions-$(date +%F).db
-        nexus-store backup /mnt/usb/sessions.db --force
+        nexus-store backup ~/sessions-backup.db
+        nexus-store backup ~/sessions-backup.db --force
     """
     store = open_store(ctx)
     size = store.backup(dest, force=force)
