@@ -193,7 +193,13 @@ def corrupted(tmp_path: Path) -> Path:
 
 class TestCorruptFile:
     @pytest.mark.parametrize(
-        "args", [["search", "needle"], ["gc", "--all"], ["context", "show", "s3"], ["export", "s2"]]
+        "args",
+        [
+            ["search", "needle"],
+            ["gc", "--all", "--dead-branches-older-than", "0", "--yes"],
+            ["context", "show", "s3"],
+            ["export", "s2"],
+        ],
     )
     def test_cli_names_the_damage_in_one_line(
         self, corrupted: Path, runner: CliRunner, args: list[str]
