@@ -73,6 +73,7 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
     counting or path values.
     """
     from nexus_store import Store
+    from nexus_store.store.search import Search
 
     scratch = db.with_name(db.name + ".src")
     with Store(str(scratch)) as store:
@@ -93,7 +94,8 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
         conn = store.conn
         t0 = time.perf_counter()
         with store.atomic():
-            paused = store._bulk_index_begin()
+            index = Search(store.handle)  # the search part: pause its trigger for the bulk
+            paused = index.bulk_index_begin()
             row = dict(zip(ses_cols, session, strict=True))
             leaf, row["active_leaf_id"] = row["active_leaf_id"], None  # set once it exists
             conn.execute(insert("sessions", ses_cols), list(row.values()))
@@ -101,7 +103,7 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
                 conn.executemany(insert("turns", turn_cols), turns[i : i + 500])
             for i in range(0, len(messages), 500):
                 conn.executemany(insert("messages", msg_cols), messages[i : i + 500])
-            store._bulk_index_end(paused)
+            index.bulk_index_end(paused)
             conn.execute("update sessions set active_leaf_id = ?", [leaf])
         return time.perf_counter() - t0, len(turns)
 

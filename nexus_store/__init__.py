@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from nexus_store.errors import (
     ConflictError,
+    ConstraintViolation,
+    CounterMismatch,
     DanglingLeaf,
+    DatabaseBusy,
     DatabaseCorrupt,
     DatabaseLocked,
     DiskFull,
@@ -39,9 +42,12 @@ __all__ = [
     "CharsEstimator",
     "Cl100kCounter",
     "ConflictError",
+    "ConstraintViolation",
     "Context",
     "ContextStatus",
+    "CounterMismatch",
     "DanglingLeaf",
+    "DatabaseBusy",
     "DatabaseCorrupt",
     "DatabaseLocked",
     "DiskFull",

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 __all__ = [
     "ConflictError",
+    "ConstraintViolation",
+    "CounterMismatch",
     "DanglingLeaf",
+    "DatabaseBusy",
     "DatabaseCorrupt",
     "DatabaseLocked",
     "DiskFull",
@@ -108,9 +111,12 @@ class StorageError(NexusError):
 
     Raised for every sqlite3 or psycopg error that reaches a caller (issue 18), so
     callers catch one type. Subclasses name the conditions a user can act on.
+
+    Attributes:
+        where: The database file or server (password removed), or what was being done on it.
     """
 
-    def __init__(self, message: str, *, where: str | None = None):
+    def __init__(self, message: str, *, where: str | None = None) -> None:
         self.where = where
         super().__init__(message)
 
@@ -127,5 +133,44 @@ class DriverLimitExceeded(StorageError, ValueError):
     """A value is larger than the database driver accepts (string too big, index row size)."""
 
 
-class DatabaseLocked(StorageError):
-    """Another writer held the lock too long; retryable (try again)."""
+class DatabaseBusy(StorageError):
+    """Another writer held the database (a file or a server's row lock) too long; retry.
+
+    Its own class so that callers can retry this and nothing else (issue 14); it
+    replaces the plain `NexusError` raised before, so old ``except`` clauses still
+    catch it. `DatabaseLocked` (issue 18's name) is the same class.
+
+    Attributes:
+        where: The database file or server (password removed) that was busy.
+    """
+
+    retryable = True
+
+
+DatabaseLocked = DatabaseBusy
+"""Another name of `DatabaseBusy` (one concept: a lock held too long; retryable)."""
+
+
+class CounterMismatch(NexusError):
+    """The database stores token counts made by another counter than the one asked for.
+
+    Attributes:
+        where: The database file or server.
+        recorded: The counter the database was created with.
+        requested: The counter asked for.
+    """
+
+    def __init__(self, message: str, *, where: str | None, recorded: str, requested: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.recorded = recorded
+        self.requested = requested
+
+
+class ConstraintViolation(ConflictError):
+    """A write broke a uniqueness or link rule of the schema (a driver's integrity error).
+
+    The store catches it where a taken id is expected and reports it in its own
+    words; one that escapes names the rule the database enforced. It is a
+    `ConflictError` (issue 18: the database refused the write; nothing of it was stored).
+    """

@@ -11,6 +11,7 @@ import pytest
 
 from nexus_store import Store
 from nexus_store.countproc import CountingProcess, CountingProcessError
+from nexus_store.store import appends
 from nexus_store.tokens import Cl100kCounter, count_payloads, message_tokens
 
 HEADER = {"type": "session", "version": 3, "id": "cp", "timestamp": "2026-01-01T00:00:00Z"}
@@ -201,18 +202,18 @@ def test_ctrl_c_mid_import_stores_nothing_and_ends_the_helper(
             _ready_with(real_ready, self)
         return real_ready(self)
 
-    original = Store._turn_values
+    original = appends.turn_values
     calls = {"n": 0}
 
-    def interrupted(self: Store, *args: Any, **kwargs: Any) -> Any:
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 2_500:
             raise KeyboardInterrupt  # Ctrl-C while the helper is serving
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(CountingProcess, "__init__", init)
     monkeypatch.setattr(CountingProcess, "ready", waited)
-    monkeypatch.setattr(Store, "_turn_values", interrupted)
+    monkeypatch.setattr(appends, "turn_values", interrupted)
     with Store(tmp_path / "d.db") as store:
         with pytest.raises(KeyboardInterrupt):
             store.import_paths([path])

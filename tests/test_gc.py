@@ -426,10 +426,10 @@ def test_only_retention_deletes_rows() -> None:
         for f in package.rglob("*.py")
         if "delete from" in f.read_text().lower()
     )
-    # (store/gc_batches.py is the batched removal of what retention.py plans)
-    assert deleting == ["store/core.py", "store/gc_batches.py", "store/retention.py"]
-    # core.py deletes in one place only: a session that never got a turn (spawn rollback)
-    core = (package / "store" / "core.py").read_text().lower()
+    # (store/gc_batches.py is the batched removal of what gc.py plans)
+    assert deleting == ["store/gc.py", "store/gc_batches.py", "store/sessions.py"]
+    # sessions.py deletes in one place only: a session that never got a turn (spawn rollback)
+    core = (package / "store" / "sessions.py").read_text().lower()
     assert core.count("delete from") == 1
     assert core.index("delete from") > core.index("def delete_session_if_empty")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import multiprocessing as mp
@@ -17,6 +18,8 @@ from click.testing import CliRunner
 from nexus_store import ConflictError, NexusError, SchemaOutOfDate, Store, StoreOpenError
 from nexus_store.cli import cli
 from nexus_store.store import pg
+from nexus_store.store.copy import Copy
+from nexus_store.store.dialect import PostgresDialect, SqliteDialect
 from nexus_store.store.pgstore import PostgresStore
 
 if TYPE_CHECKING:
@@ -262,20 +265,20 @@ class TestCopy:
             Store(pg_url, counter="chars4") as dst,
         ):
             ids = _fill(src)
-            original = PostgresStore._copy_session_from
+            original = Copy.copy_session_from
             calls = {"n": 0}
 
-            def failing(self: Store, source: Store, row: Any) -> Any:
+            def failing(self: Copy, source: Copy, row: Any) -> Any:
                 calls["n"] += 1
                 if calls["n"] == 3:
                     raise KeyboardInterrupt
                 return original(self, source, row)
 
-            monkeypatch.setattr(PostgresStore, "_copy_session_from", failing)
+            monkeypatch.setattr(Copy, "copy_session_from", failing)
             with pytest.raises(KeyboardInterrupt):
                 src.copy_to(dst)
             assert len(dst.list_sessions()) == 2  # whole sessions only
-            monkeypatch.setattr(PostgresStore, "_copy_session_from", original)
+            monkeypatch.setattr(Copy, "copy_session_from", original)
             report = src.copy_to(dst)
             assert report.skipped == 2 and report.copied == len(ids) - 2
             assert _snapshot(dst) == _snapshot(src)
@@ -387,8 +390,11 @@ class TestCli:
 # -- the dialect -----------------------------------------------------------------------
 
 
-def test_every_rewrite_still_matches_a_statement_of_the_store(pg_url: str) -> None:
-    """A rewrite that matches no statement means the store's SQL changed under the dialect."""
+def test_every_named_statement_of_the_dialect_runs(pg_url: str) -> None:
+    """Each statement PostgreSQL has its own text for is the one the store runs there.
+
+    (It replaced the regex rewrites of SQLite statements; issue 14.)
+    """
     pg._CACHE.clear()
     with Store(pg_url, counter="chars4") as store:
         s = store.create_session()
@@ -397,15 +403,17 @@ def test_every_rewrite_still_matches_a_statement_of_the_store(pg_url: str) -> No
         store.context(s.id)
         store.path(s.id)
         store.import_paths([FIXTURES / "pi-v3-quirks.jsonl"])
-    statements = list(pg._CACHE)
-    for pattern, _ in pg._REWRITES:
-        assert any(pattern.search(text) for text in statements), pattern.pattern
+    statements = set(pg._CACHE)
+    named = PostgresDialect.statements
+    for field in dataclasses.fields(named):
+        text = getattr(named, field.name)
+        assert text in statements, field.name
+        assert text != getattr(SqliteDialect.statements, field.name) or field.name == "insert_turns"
 
 
 def test_placeholders_leave_literals_and_casts_alone() -> None:
-    text, mode = pg.translate("select ':x', '?%' || ? from t where a = :a and b::text like '%'")
+    text = pg.translate("select ':x', '?%' || ? from t where a = :a and b::text like '%'")
     assert text == "select ':x', '?%%' || %s from t where a = %(a)s and b::text like '%%'"
-    assert mode is None
 
 
 def test_async_facade_and_protocol_on_a_url(pg_url: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from nexus_store import Store, TranscriptError
+from nexus_store.store import appends
 from tests.conftest import corpus_dir
 from tests.reference import reference_context
 from tests.test_assembly_property import trees
@@ -189,20 +190,20 @@ class TestAtomicity:
             for i in range(50)
         ]
         _write(path, HEADER, entries)
-        original = Store._turn_values
+        original = appends.turn_values
         calls = {"n": 0}
 
-        def failing(self: Store, *args: Any, **kwargs: Any) -> Any:
+        def failing(*args: Any, **kwargs: Any) -> Any:
             calls["n"] += 1
             if calls["n"] == 30:
                 raise KeyboardInterrupt  # Ctrl-C mid-file
-            return original(self, *args, **kwargs)
+            return original(*args, **kwargs)
 
-        monkeypatch.setattr(Store, "_turn_values", failing)
+        monkeypatch.setattr(appends, "turn_values", failing)
         with pytest.raises(KeyboardInterrupt):
             store.import_paths([path])
         assert store.conn.execute("select count(*) from turns").fetchone()[0] == 0
-        monkeypatch.setattr(Store, "_turn_values", original)
+        monkeypatch.setattr(appends, "turn_values", original)
         assert store.import_paths([path]).turns == 50
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
-from nexus_store.store.retention import GcReport
+from nexus_store.store.gc import GcReport
 
 __all__ = ["backup", "doctor", "gc"]
 

@@ -9,7 +9,7 @@ import click
 
 from nexus_store.cli._common import echo, echo_json, open_store
 from nexus_store.examples import EXAMPLE_TRANSCRIPT
-from nexus_store.store.transfer import find_transcripts
+from nexus_store.store.importing import find_transcripts
 
 __all__ = ["export", "import_"]
 

@@ -15,11 +15,39 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nexus_store.errors import NexusError
 from nexus_store.safe_write import create_beside
 
-__all__ = ["backup_sqlite"]
+if TYPE_CHECKING:
+    from nexus_store.store.db import Handle
+
+__all__ = ["Backup", "backup_sqlite"]
+
+
+class Backup:
+    """`Store.backup` (a part): a whole copy of a SQLite file; PostgreSQL has pg_dump."""
+
+    def __init__(self, db: Handle) -> None:
+        self.db = db
+
+    def backup(self, dest: str | Path, *, force: bool = False) -> int:
+        """Write a whole, consistent copy of the database to ``dest`` (0600).
+
+        Returns:
+            The backup's size in bytes.
+
+        Raises:
+            NexusError: If ``dest`` exists (without ``force``) or cannot be written, the
+                store is in memory, or it is on PostgreSQL (use pg_dump there).
+        """
+        if self.db.dialect.name != "sqlite":
+            raise NexusError(
+                "backup copies a SQLite file; on PostgreSQL use pg_dump (or `nexus-store copy "
+                "--to FILE.db` for a SQLite copy of the sessions)"
+            )
+        return backup_sqlite(self.db.conn, dest, force=force)
 
 
 def backup_sqlite(conn: sqlite3.Connection, dest: str | Path, *, force: bool = False) -> int:

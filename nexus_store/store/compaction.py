@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,11 +25,14 @@ from nexus_store.compact import (
 )
 from nexus_store.errors import NexusError
 from nexus_store.models import Context, Session, Turn
-from nexus_store.policy import CompactionConfig, record_flush, should_flush
+from nexus_store.policy import CompactionConfig
 from nexus_store.prune import PruneConfig, PruneResult, prune_context
 from nexus_store.summarizer import Summarizer, get_summarizer
 
-__all__ = ["CompactResult", "CompactionMixin"]
+if TYPE_CHECKING:
+    from nexus_store.store.facade import Store
+
+__all__ = ["CompactResult", "Compaction"]
 
 
 class CompactResult(BaseModel):
@@ -64,12 +67,19 @@ def _summarizer(summarizer: Summarizer | str | None, cfg: CompactionConfig) -> S
     return summarizer
 
 
-class CompactionMixin:
-    """Compaction methods of `Store` (see there)."""
+class Compaction:
+    """Compaction through a store: it reads and writes only through the `Store` API.
+
+    Args:
+        store: The store.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def context_items(self, session_id: str, leaf_id: str | None = None) -> list[ContextItem]:
         """The leaf's context as planning items (turn id, kind, message, tokens)."""
-        ctx: Context = self.context(session_id, leaf_id)  # type: ignore[attr-defined]
+        ctx: Context = self.store.context(session_id, leaf_id)
         # Values read back from our own rows: no need to validate them again.
         return [
             ContextItem.model_construct(turn_id=t, kind=k, message=m, tokens=n)
@@ -122,10 +132,10 @@ class CompactionMixin:
         layer_config = cfg.layer(layer)
         if layer != "summarize" and keep_recent_tokens is None and layer_config is not None:
             keep = layer_config.protect_recent_tokens
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
+        session: Session = self.store.get_session(session_id)
         leaf = leaf_id if leaf_id is not None else session.active_leaf
         if leaf is None:
-            self._leaf_key(session_id, None)  # type: ignore[attr-defined]  # a dangling leaf raises
+            self.store.path(session_id)  # a dangling active leaf raises DanglingLeaf (issue 18)
             raise NexusError(f"session {session_id!r} has no turns to compact")
         items = self.context_items(session_id, leaf)
         previous_summary = None
@@ -133,7 +143,7 @@ class CompactionMixin:
         if items and items[0].message.get("role") == "compactionSummary":
             summary = items[0].message.get("summary")
             previous_summary = summary if isinstance(summary, str) else None
-            details = self.get_turn(session_id, items[0].turn_id).entry.get("details")  # type: ignore[attr-defined]
+            details = self.store.get_turn(session_id, items[0].turn_id).entry.get("details")
             previous_details = details if isinstance(details, dict) else None
         plan = plan_compaction(
             items,
@@ -146,7 +156,7 @@ class CompactionMixin:
         outcome = run_compaction(
             plan,
             _summarizer(summarizer, cfg),
-            self.counter,  # type: ignore[attr-defined]
+            self.store.counter,
             cfg,
             instructions=instructions,
             layer=layer,
@@ -169,7 +179,7 @@ class CompactionMixin:
             entry["tokensAfter"] = outcome.tokens_after
         if instructions:
             entry["customInstruction"] = instructions
-        turn = self.append_entry(session_id, entry)  # type: ignore[attr-defined]
+        turn = self.store.append_entry(session_id, entry)
         return CompactResult(plan=plan, outcome=outcome, turn=turn)
 
     def navigate_with_summary(
@@ -192,17 +202,15 @@ class CompactionMixin:
             The branch-summary turn, or None when nothing was summarized.
         """
         cfg = config or CompactionConfig()
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
+        session: Session = self.store.get_session(session_id)
         old = session.active_leaf
         if turn_id is not None:
-            self.get_turn(session_id, turn_id)  # type: ignore[attr-defined]  # raises TurnNotFound
+            self.store.get_turn(session_id, turn_id)  # raises TurnNotFound
         if old is None or old == turn_id:
-            self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
+            self.store.navigate(session_id, turn_id)
             return None
-        ancestor = (
-            None if turn_id is None else self.common_ancestor(session_id, old, turn_id)  # type: ignore[attr-defined]
-        )
-        path: Sequence[Turn] = self.path(session_id, old)  # type: ignore[attr-defined]
+        ancestor = None if turn_id is None else self.store.common_ancestor(session_id, old, turn_id)
+        path: Sequence[Turn] = self.store.path(session_id, old)
         start = 0 if ancestor is None else ancestor.depth + 1
         abandoned = list(path[start:])
         messages: list[dict[str, Any]] = []
@@ -219,16 +227,16 @@ class CompactionMixin:
         outcome = run_branch_summary(
             messages,
             _summarizer(summarizer, cfg),
-            self.counter,  # type: ignore[attr-defined]
+            self.store.counter,
             cfg,
             tokens=tokens,
             previous_details=previous,
             instructions=instructions,
         )
         if outcome is None:
-            self.navigate(session_id, turn_id)  # type: ignore[attr-defined]
+            self.store.navigate(session_id, turn_id)
             return None
-        written: Turn = self.append_branch_summary(  # type: ignore[attr-defined]
+        written: Turn = self.store.append_branch_summary(
             session_id, turn_id, outcome.summary, details=outcome.details
         )
         return written
@@ -236,13 +244,13 @@ class CompactionMixin:
     def _count(self, message: dict[str, Any]) -> int:
         from nexus_store.tokens import message_tokens
 
-        return message_tokens(self.counter, message)  # type: ignore[attr-defined]
+        return message_tokens(self.store.counter, message)
 
     def pruned_context(
         self, session_id: str, leaf_id: str | None = None, config: PruneConfig | None = None
     ) -> tuple[Context, PruneResult]:
         """The leaf's context with old tool outputs pruned (a view; nothing is written)."""
-        ctx: Context = self.context(session_id, leaf_id)  # type: ignore[attr-defined]
+        ctx: Context = self.store.context(session_id, leaf_id)
         result = prune_context(ctx.messages, ctx.message_tokens, config or PruneConfig())
         pruned = ctx.model_copy(
             update={
@@ -255,24 +263,5 @@ class CompactionMixin:
 
     def compaction_history(self, session_id: str, leaf_id: str | None = None) -> list[Turn]:
         """The compactions on the path to a leaf, oldest first."""
-        path: list[Turn] = self.path(session_id, leaf_id)  # type: ignore[attr-defined]
+        path: list[Turn] = self.store.path(session_id, leaf_id)
         return [t for t in path if t.kind == "compaction"]
-
-    # -- memory flush (seed 003: once per compaction epoch) ---------------------------
-
-    def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
-        """Whether the pre-compaction memory flush is due in the leaf's compaction epoch."""
-        session: Session = self.get_session(session_id)  # type: ignore[attr-defined]
-        count = self.status(session_id, leaf_id).compactions  # type: ignore[attr-defined]
-        return should_flush(session.flush_epoch, count)
-
-    def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
-        """Record that the flush ran in the leaf's current epoch; return that epoch."""
-        count = self.status(session_id, leaf_id).compactions  # type: ignore[attr-defined]
-        epoch = record_flush(count)
-        with self.atomic():  # type: ignore[attr-defined]
-            key = self._session_key(session_id)  # type: ignore[attr-defined]
-            self.conn.execute(  # type: ignore[attr-defined]
-                "update sessions set flush_epoch = ? where id = ?", [epoch, key]
-            )
-        return epoch

@@ -6,13 +6,19 @@ result is a `StorageError` subclass whose message says what failed, where, and w
 to do. Nothing here writes: by the time an error is translated, the transaction it
 broke has been (or is being) rolled back, so what was committed before is intact.
 
-Two kinds of caller use it:
+Its callers (issue 14's layering):
 
-* the choke points that every statement passes (`TranslatingConnection` for SQLite,
-  `PgConnection.execute` for PostgreSQL) translate only the *environmental*
-  conditions (`is_environmental`): the store handles integrity and busy errors itself
-  (a generated id that collides is retried; a busy lock is waited for);
-* the outermost transaction (`Store.atomic`) translates whatever else escapes it.
+* each dialect's ``translate_error`` (`SqliteDialect.translate_error`,
+  `pg.translate_error`), which `Handle.execute` calls for every statement: a busy
+  lock becomes `DatabaseBusy` (waited for by `Handle.atomic`), a broken uniqueness
+  rule `ConstraintViolation` (a generated id that collides is drawn again), and the
+  *environmental* conditions (`is_environmental`) their `StorageError`; other SQLite
+  errors (a SQL error the store recognizes, such as FTS5 syntax) are left to the part
+  that ran the statement;
+* `TranslatingConnection` for SQLite, so that a damaged page met while rows are
+  *fetched* (after `Handle.execute` returned the cursor) is translated too;
+* the outermost transaction (`Handle.atomic`) and the CLI, which translate whatever
+  driver error still escapes.
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from nexus_store.errors import (
-    ConflictError,
+    ConstraintViolation,
+    DatabaseBusy,
     DatabaseCorrupt,
-    DatabaseLocked,
     DiskFull,
     DriverLimitExceeded,
     NexusError,
@@ -34,6 +40,7 @@ from nexus_store.errors import (
 __all__ = [
     "TranslatingConnection",
     "TranslatingCursor",
+    "is_busy",
     "is_driver_error",
     "is_environmental",
     "translate",
@@ -79,6 +86,16 @@ def is_driver_error(exc: BaseException) -> bool:
     )
 
 
+def is_busy(exc: BaseException) -> bool:
+    """Whether a driver error is a lock another writer held too long (retryable)."""
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        return _sqlite_code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or (
+            isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        )
+    return getattr(exc, "sqlstate", None) in _PG_LOCK
+
+
 def is_environmental(exc: BaseException) -> bool:
     """Whether a driver error is a condition of the disk, the file or a limit.
 
@@ -106,7 +123,8 @@ def translate(exc: BaseException, where: str) -> NexusError:
 
     Returns:
         A `StorageError` subclass (`DiskFull`, `DatabaseCorrupt`, `DriverLimitExceeded`,
-        `DatabaseLocked`), or `ConflictError` for a constraint the store did not expect.
+        `DatabaseBusy` alias `DatabaseLocked`), or `ConstraintViolation` (a
+        `ConflictError`) for a broken uniqueness or link rule.
     """
     if isinstance(exc, NexusError):
         return exc
@@ -137,8 +155,8 @@ def translate(exc: BaseException, where: str) -> NexusError:
             "field) and try again",
             where=where,
         )
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or state in _PG_LOCK:
-        return DatabaseLocked(
+    if is_busy(exc):
+        return DatabaseBusy(
             f"{where}: the database is locked by another writer ({reason}); nothing of this "
             "write was stored: try again",
             where=where,
@@ -171,7 +189,7 @@ def translate(exc: BaseException, where: str) -> NexusError:
     if isinstance(exc, sqlite3.IntegrityError) or (
         isinstance(state, str) and state.startswith("23")
     ):
-        return ConflictError(
+        return ConstraintViolation(
             f"{where}: the database refused the write ({reason}); nothing of it was stored"
         )
     if isinstance(state, str) and state.startswith("08"):

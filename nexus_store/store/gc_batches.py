@@ -23,12 +23,13 @@ just did is undone, and the next gc plans again.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nexus_store.store.db import Handle
 
 __all__ = ["GcBatches", "GcProgress"]
 
@@ -101,24 +102,18 @@ cross join turns t on t.id = b.id
 
 
 class GcBatches:
-    """Removes a gc plan in batches; takes the connection and the store's ``atomic``."""
+    """Removes a gc plan in batches (a helper of the `Gc` part); takes the handle."""
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        atomic: Callable[[], contextlib.AbstractContextManager[Any]],
-    ) -> None:
-        self.conn = conn
-        self.atomic = atomic
+    def __init__(self, db: Handle) -> None:
+        self.db = db
 
-    @staticmethod
-    def snapshot(conn: sqlite3.Connection) -> dict[int, tuple[Any, ...]]:
+    def snapshot(self) -> dict[int, tuple[Any, ...]]:
         """Each session's state (last seq, active leaf) when gc plans."""
-        return {int(r[0]): (r[1], r[2]) for r in conn.execute(STATE_SQL)}
+        return {int(r[0]): (r[1], r[2]) for r in self.db.execute(STATE_SQL)}
 
     def order(self) -> list[tuple[int, int]]:
         """The planned turns as (turn, session), deepest first."""
-        return [(int(r[0]), int(r[1])) for r in self.conn.execute(ORDER_SQL)]
+        return [(int(r[0]), int(r[1])) for r in self.db.execute(ORDER_SQL)]
 
     def run(
         self,
@@ -150,24 +145,24 @@ class GcBatches:
         while position < total or empty:
             chunk = [t for t in order[position : position + batch_size] if t[1] not in skipped]
             position += batch_size
-            with self.atomic():
+            with self.db.atomic():
                 # relinks come before deletes: foreign keys are checked at commit
-                self.conn.execute("pragma defer_foreign_keys = on")
+                self.db.execute("pragma defer_foreign_keys = on")
                 touched = {s for _t, s in chunk} | set(empty)
                 changed = self._changed(touched, state, whole)
                 if changed:
                     skipped |= changed
                     chunk = [t for t in chunk if t[1] not in skipped]
-                self.conn.execute("delete from temp.gc_batch")
-                self.conn.executemany(
+                self.db.execute("delete from temp.gc_batch")
+                self.db.executemany(
                     "insert into temp.gc_batch (id) values (?)", [[t] for t, _s in chunk]
                 )
-                forked = {int(r[0]) for r in self.conn.execute(FORKS_INTO_SQL)}
+                forked = {int(r[0]) for r in self.db.execute(FORKS_INTO_SQL)}
                 if forked:  # a fork made meanwhile from a planned turn: keep that session
                     skipped |= forked
                     chunk = [t for t in chunk if t[1] not in skipped]
-                    self.conn.execute("delete from temp.gc_batch")
-                    self.conn.executemany(
+                    self.db.execute("delete from temp.gc_batch")
+                    self.db.executemany(
                         "insert into temp.gc_batch (id) values (?)", [[t] for t, _s in chunk]
                     )
                 self._remove_batch(moment)
@@ -179,12 +174,12 @@ class GcBatches:
                     if s in whole and s not in skipped and left.get(s, 0) == 0
                 ]
                 for session in finished:
-                    if self.conn.execute(
+                    if self.db.execute(
                         "select 1 from sessions where parent_session_id = ? limit 1", [session]
                     ).fetchone():
                         skipped.add(session)  # a session made meanwhile forks from it
                         continue
-                    self.conn.execute("delete from sessions where id = ?", [session])
+                    self.db.execute("delete from sessions where id = ?", [session])
                     removed_sessions.add(session)
             empty = []
             done += len(chunk)
@@ -198,7 +193,7 @@ class GcBatches:
         """Sessions written to since the plan (inside the batch's transaction)."""
         changed: set[int] = set()
         for session in sessions:
-            row = self.conn.execute(
+            row = self.db.execute(
                 "select last_seq, active_leaf_id from sessions where id = ?", [session]
             ).fetchone()
             before = state.get(session)
@@ -217,7 +212,7 @@ class GcBatches:
         stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         # Turns that stay but point into the batch: record what changes under "gc" in
         # source_patch_json (doctor then takes their path values as a baseline).
-        for key, patch, parent, kept, *links in self.conn.execute(LINKED_SQL).fetchall():
+        for key, patch, parent, kept, *links in self.db.execute(LINKED_SQL).fetchall():
             note: dict[str, Any] = {"utc": stamp}
             for name, value, flag in zip(
                 ("parentId", "firstKeptTurn", "compaction", "run"),
@@ -234,15 +229,15 @@ class GcBatches:
                 if earlier is None
                 else [*(earlier if isinstance(earlier, list) else [earlier]), note]
             )
-            self.conn.execute(
+            self.db.execute(
                 "update turns set source_patch_json = ? where id = ?", [json.dumps(merged), key]
             )
         # A turn whose parent goes becomes a root and starts its own run.
-        for seq, session_key, run_start in self.conn.execute(REROOTED_SQL).fetchall():
-            self.conn.execute(
+        for seq, session_key, run_start in self.db.execute(REROOTED_SQL).fetchall():
+            self.db.execute(
                 "update turns set run_start_seq = ?, run_parent_id = null where session_id = ? "
                 "and run_start_seq = ? and seq >= ?",
                 [seq, session_key, run_start, seq],
             )
         for statement in UNLINK_SQL:
-            self.conn.execute(statement)
+            self.db.execute(statement)

@@ -14,28 +14,23 @@ overwritten.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-import sqlite3
-import sys
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nexus_store.countproc import CountingProcess, CountingProcessError
 from nexus_store.errors import ConflictError, InvalidEntry
-from nexus_store.rows import dumps, is_storable_text, message_rows, turn_payload
-from nexus_store.store.sql import (
-    INSERT_MESSAGE_SQL,
-    INSERT_TURN_SQL,
-    PARENT_BY_UID_SQL,
-    TURN_COLUMNS,
-)
-from nexus_store.tokens import Cl100kCounter, count_payloads, message_payload
+from nexus_store.rows import dumps, is_storable_text, message_rows
+from nexus_store.store import appends
+from nexus_store.store.batches import BATCH, Item, Payload, prepared_batches
+from nexus_store.store.db import Handle, utc_now
+from nexus_store.store.pathvalues import PathRow
+from nexus_store.store.reading import Reading
+from nexus_store.store.search import Search
+from nexus_store.store.sql import INSERT_MESSAGE_SQL, PARENT_BY_UID_SQL, TURN_COLUMNS
 
-__all__ = ["IngestCounts", "IngestMixin", "ProblemSink"]
+__all__ = ["Ingest", "IngestCounts", "ProblemSink"]
 
 ProblemSink = Callable[[int, str, str, bool], None]
 """Called as sink(line, kind, message, repaired) for each problem found while storing."""
@@ -61,10 +56,19 @@ def _same(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-class IngestMixin:
-    """The ingest method of `Store` (see there)."""
+class Ingest:
+    """Storing a transcript's entries (``Store.ingest``; importers and copies call it).
 
-    conn: sqlite3.Connection
+    Args:
+        db: The database handle.
+        reading: The reading part (a re-imported entry is compared with the stored one).
+        search: The search part (its index is paused for the bulk write).
+    """
+
+    def __init__(self, db: Handle, reading: Reading, search: Search) -> None:
+        self.db = db
+        self.reading = reading
+        self.search = search
 
     def ingest(
         self,
@@ -119,12 +123,13 @@ class IngestMixin:
             if on_problem is not None:
                 on_problem(line, kind, message, repaired)
 
-        with self.atomic():  # type: ignore[attr-defined]
-            session_key, session_id = self._ensure_imported_session(
+        with self.db.atomic():
+            session_key, session_id = self.ensure_imported_session(
                 header, source_format, source_id, source_path, source_version, parent_source_id
             )
+            self.db.lock_session(session_id)
             run = _Run(self, session_key, session_id, counts, problem)
-            for prepared in _prepared_batches(entries, self.counter):  # type: ignore[attr-defined]
+            for prepared in prepared_batches(entries, self.db.counter):
                 run.process(*prepared)
             run.finish()
             if run.added:
@@ -132,10 +137,32 @@ class IngestMixin:
                 # the leaf in its header (issue 15); pi ignores the key.
                 leaf = active_leaf_of(header)
                 if leaf is not None:
-                    self.conn.execute(SET_DECLARED_LEAF_SQL, [session_key, leaf, session_key])
+                    self.db.execute(SET_DECLARED_LEAF_SQL, [session_key, leaf, session_key])
         return session_id, counts
 
-    def _ensure_imported_session(
+    def write_entries(
+        self,
+        session_key: int,
+        session_id: str,
+        entries: Iterable[Item],
+        problem: ProblemSink,
+    ) -> tuple[IngestCounts, int]:
+        """Append entries to a session with the importer's batched writer (in a transaction).
+
+        Copies use it so that a copied turn is written as an imported one. The
+        session's last seq and active leaf are left to the caller.
+
+        Returns:
+            What was written, and the seq of the last turn written.
+        """
+        counts = IngestCounts()
+        run = _Run(self, session_key, session_id, counts, problem)
+        for prepared in prepared_batches(entries, self.db.counter):
+            run.process(*prepared)
+        run.complete()
+        return counts, run.last_seq
+
+    def ensure_imported_session(
         self,
         header: Mapping[str, Any],
         source_format: str,
@@ -144,22 +171,23 @@ class IngestMixin:
         source_version: int | None,
         parent_source_id: str | None,
     ) -> tuple[int, str]:
-        row = self.conn.execute(
+        """The key and id of the session a transcript goes into, created if new."""
+        row = self.db.execute(
             "select id, uid from sessions where source_format = ? and source_id = ?",
             [source_format, source_id],
         ).fetchone()
         if row is not None:
             return int(row[0]), str(row[1])
         uid = source_id
-        if self.conn.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
+        if self.db.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
             uid = f"{source_id}-{source_format}"
         n = 1
-        while self.conn.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
+        while self.db.execute("select 1 from sessions where uid = ?", [uid]).fetchone():
             n += 1
             uid = f"{source_id}-{source_format}-{n}"
         parent_key = None
         if parent_source_id is not None:
-            parent = self.conn.execute(
+            parent = self.db.execute(
                 "select id from sessions where source_id = ? order by id limit 1",
                 [parent_source_id],
             ).fetchone()
@@ -171,7 +199,8 @@ class IngestMixin:
         if cwd is not None and not is_storable_text(cwd):
             cwd = None
         rest = {k: v for k, v in header.items() if k != "cwd" or cwd is None}
-        cursor = self.conn.execute(
+        key = self.db.dialect.insert_key(
+            self.db,
             "insert into sessions (uid, cwd, created_utc, updated_utc, parent_session_id, "
             "source_format, source_path, source_id, source_version, header_json) "
             "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -188,10 +217,8 @@ class IngestMixin:
                 dumps(rest),
             ],
         )
-        return int(cursor.lastrowid or 0), uid
+        return key, uid
 
-
-_BATCH = 500
 
 HEADER_KEY = "nexusStore"
 """The header key an export writes the active leaf under: ``{"activeLeafId": ...}``."""
@@ -222,73 +249,6 @@ _STORED_SQL = (
     + ", ".join(["?"] * _LOOKUP)
     + ")"
 )
-
-_Item = tuple[int, dict[str, Any], Mapping[str, Any] | None]
-_Payload = tuple[str, frozenset[str], list[dict[str, Any]]]
-_Prepared = tuple[list[_Item], list[_Payload], list[int]]
-
-
-def _prepared_batches(entries: Iterable[_Item], counter: Any) -> Iterator[_Prepared]:
-    """Batches of entries with their token counts; counting overlaps the rest.
-
-    Token counting is the one long step that runs without the GIL (tiktoken's encoder
-    releases it), so it alone goes to a second thread: while batch N is counted there,
-    this thread parses batch N+1 and then writes batch N (SQLite releases the GIL too).
-    Parsing stays here: two threads both running Python would only take turns. From
-    the second batch on, the built-in tiktoken counter counts in a helper process once
-    that is ready (see `nexus_store.countproc`: the counting thread otherwise waits for
-    the GIL about as long as it counts). At most two batches are in flight, so memory
-    stays flat. An error on either side is raised here, and stopping early waits for
-    at most one batch being counted.
-    """
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-count")
-    helper: CountingProcess | None = None
-
-    def count(payloads: list[tuple[list[str], int]]) -> list[int]:
-        if helper is not None and helper.ready():
-            try:
-                return helper.count(payloads)
-            except CountingProcessError:
-                pass  # counted here instead, from now on (same counter, same counts)
-        return count_payloads(counter, payloads)
-
-    try:
-        pending: tuple[list[_Item], list[_Payload], Future[list[int]]] | None = None
-        batch: list[_Item] = []
-        batches = 0
-        for item in itertools.chain(entries, [None]):
-            if item is not None:
-                batch.append(item)
-                if len(batch) < _BATCH:
-                    continue
-            ready = None
-            if batch:
-                batches += 1
-                if batches == 2 and helper is None and type(counter) is Cl100kCounter:
-                    helper = _start_helper(counter.name)
-                payloads = [turn_payload(entry) for _, entry, _ in batch]
-                texts = [message_payload(m) for _, _, messages in payloads for m in messages]
-                ready = (batch, payloads, pool.submit(count, texts))
-                batch = []
-            if pending is not None:
-                done, done_payloads, counted = pending
-                yield done, done_payloads, counted.result()
-            pending = ready
-        if pending is not None:
-            yield pending[0], pending[1], pending[2].result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if helper is not None:
-            helper.close()
-
-
-def _start_helper(counter_name: str) -> CountingProcess | None:
-    if sys.platform == "win32":  # select() does not wait on pipes there: count here
-        return None
-    try:
-        return CountingProcess(counter_name)
-    except OSError:  # no interpreter to run (an embedded or frozen Python): count here
-        return None
 
 
 class _SeenIds:
@@ -329,14 +289,14 @@ class _Run:
 
     def __init__(
         self,
-        store: Any,
+        part: Ingest,
         session_key: int,
         session_id: str,
         counts: IngestCounts,
         problem: Callable[[int, str, str, bool], None],
     ) -> None:
-        self.store = store
-        self.conn: sqlite3.Connection = store.conn
+        self.part = part
+        self.db = part.db
         self.session_key = session_key
         self.session_id = session_id
         self.counts = counts
@@ -349,18 +309,16 @@ class _Run:
         self.run_start = self._next_key()
         self._keys.append(self.run_start)  # given back: the first turn takes it
         self.last_seq = int(
-            self.conn.execute(
-                "select last_seq from sessions where id = ?", [session_key]
-            ).fetchone()[0]
+            self.db.execute("select last_seq from sessions where id = ?", [session_key]).fetchone()[
+                0
+            ]
         )
         # Roots of a forked session take their path values from the fork turn (as
         # native appends do): a copied fork keeps its inherited context.
-        fork_key = self.conn.execute(
+        fork_key = self.db.execute(
             "select fork_turn_id from sessions where id = ?", [session_key]
         ).fetchone()[0]
-        self.fork: tuple[Any, ...] | None = (
-            None if fork_key is None else store._parent_row(int(fork_key))
-        )
+        self.fork: PathRow | None = None if fork_key is None else self.db.parent_row(int(fork_key))
         # Ids are checked against the database when the session had turns before this
         # run (a re-import), or once the cache has forgotten some of this run's turns.
         self.check_db = self.last_seq >= 0
@@ -369,7 +327,7 @@ class _Run:
         self.fresh = self.last_seq < 0
         self.seen = _SeenIds()
         self.max_matched_seq = -1
-        self.cache: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self.cache: OrderedDict[str, PathRow] = OrderedDict()
         self.pending_turns: list[list[Any]] = []
         self.pending_messages: list[dict[str, Any]] = []
         self.pending_uids: set[str] = set()
@@ -377,13 +335,13 @@ class _Run:
         self.added = 0  # turns this run stored
         self.newest: str | None = None  # the newest ISO timestamp among them
         self.title: str | None = None
-        self.paused_index = store._bulk_index_begin()
+        self.paused_index = part.search.bulk_index_begin()
         self.batch_uids: list[str] = []
         self.stored: dict[str, tuple[int, int]] | None = None
 
     def _next_key(self) -> int:
         if not self._keys:
-            self._keys = self.store._allocate_keys(_BATCH, self._last_key_given + 1)
+            self._keys = self.db.allocate_keys(BATCH, self._last_key_given + 1)
             self._keys.reverse()
         key = self._keys.pop()
         self._last_key_given = key
@@ -391,7 +349,7 @@ class _Run:
 
     # -- batches -----------------------------------------------------------------------
 
-    def process(self, batch: list[_Item], payloads: list[_Payload], counted: list[int]) -> None:
+    def process(self, batch: list[Item], payloads: list[Payload], counted: list[int]) -> None:
         tokens = iter(counted)
         self.batch_uids = [e["id"] for _, e, _ in batch if isinstance(e.get("id"), str)]
         self.stored = None  # looked up on the first id this batch checks
@@ -409,9 +367,9 @@ class _Run:
 
     def flush(self) -> None:
         if self.pending_turns:
-            self.conn.executemany(INSERT_TURN_SQL, self.pending_turns)
+            self.db.executemany(self.db.dialect.statements.insert_turns, self.pending_turns)
             if self.pending_messages:
-                self.conn.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
+                self.db.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
         self.pending_turns = []
         self.pending_messages = []
         self.pending_uids = set()
@@ -419,7 +377,7 @@ class _Run:
     def complete(self) -> None:
         """Write what is pending and index the run's messages for search."""
         self.flush()
-        self.store._bulk_index_end(self.paused_index)
+        self.part.search.bulk_index_end(self.paused_index)
         self.paused_index = None
 
     def finish(self) -> None:
@@ -434,10 +392,10 @@ class _Run:
         if not self.added:
             return
         if self.last_key is not None:
-            (updated,) = self.conn.execute(
+            (updated,) = self.db.execute(
                 "select updated_utc from sessions where id = ?", [self.session_key]
             ).fetchone()
-            self.conn.execute(
+            self.db.execute(
                 "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
                 "where id = ?",
                 [
@@ -448,13 +406,13 @@ class _Run:
                 ],
             )
         if self.title:
-            self.conn.execute(
+            self.db.execute(
                 "update sessions set title = ? where id = ?", [self.title, self.session_key]
             )
 
     # -- one entry -----------------------------------------------------------------------
 
-    def _remember(self, uid: str, row: tuple[Any, ...]) -> None:
+    def _remember(self, uid: str, row: PathRow) -> None:
         self.cache[uid] = row
         if len(self.cache) > _CACHE:
             self.cache.popitem(last=False)
@@ -471,24 +429,22 @@ class _Run:
         for start in range(0, len(wanted), _LOOKUP):
             chunk: list[Any] = wanted[start : start + _LOOKUP]
             chunk += [None] * (_LOOKUP - len(chunk))
-            for uid, key, seq in self.conn.execute(_STORED_SQL, [self.session_key, *chunk]):
+            for uid, key, seq in self.db.execute(_STORED_SQL, [self.session_key, *chunk]):
                 found[uid] = (int(key), int(seq))
         return found
 
-    def _parent(self, uid: str) -> tuple[Any, ...] | None:
+    def _parent(self, uid: str) -> PathRow | None:
         row = self.cache.get(uid)
         if row is not None:
             return row
         self.flush()
-        found: tuple[Any, ...] | None = self.conn.execute(
-            PARENT_BY_UID_SQL, [self.session_key, uid]
-        ).fetchone()
-        return found
+        found = self.db.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+        return None if found is None else PathRow._make(found)
 
     def _known(self, uid: str, line: int, entry: dict[str, Any]) -> bool | None:
         """None: a new id. True: already stored (matched). False: skipped (reported)."""
         cached = self.cache.get(uid)
-        if uid in self.pending_uids or (cached is not None and cached[0] >= self.run_start):
+        if uid in self.pending_uids or (cached is not None and cached.id >= self.run_start):
             self.problem(
                 line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
             )
@@ -505,12 +461,12 @@ class _Run:
                 line, "duplicate_id", f"id {uid!r} is used twice; the first is kept", False
             )
             return False
-        stored = self.store.get_turn(self.session_id, uid).entry
+        stored = self.part.reading.get_turn(self.session_id, uid).entry
         if _same(stored, entry):
             self.max_matched_seq = existing[1]
             self.last_key = int(existing[0])
-            parent = self.conn.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
-            self._remember(uid, tuple(parent))
+            parent = self.db.execute(PARENT_BY_UID_SQL, [self.session_key, uid]).fetchone()
+            self._remember(uid, PathRow._make(parent))
             return True
         self.counts.conflicts += 1
         self.problem(
@@ -578,7 +534,8 @@ class _Run:
         if kind == "compaction":
             self.flush()  # its first kept turn is resolved in the database
         key = self._next_key()
-        values, child = self.store._turn_values(
+        values, child = appends.turn_values(
+            self.db,
             self.session_key,
             self.session_id,
             parent,
@@ -611,6 +568,4 @@ class _Run:
 
 
 def _now() -> str:
-    from nexus_store.store.core import utc_now
-
     return utc_now()

@@ -10,9 +10,12 @@ with `DanglingLeaf`, which names the repair: ``nexus-store doctor --fix`` (its
 
 from __future__ import annotations
 
-import sqlite3
+from typing import TYPE_CHECKING
 
 from nexus_store.errors import DanglingLeaf
+
+if TYPE_CHECKING:
+    from nexus_store.store.db import Handle
 
 __all__ = ["check_active_leaf", "dangling"]
 
@@ -27,15 +30,13 @@ def dangling(session_id: str, leaf_key: int) -> DanglingLeaf:
     )
 
 
-def check_active_leaf(
-    conn: sqlite3.Connection, session_key: int, session_id: str, leaf_key: int
-) -> None:
+def check_active_leaf(db: Handle, session_key: int, session_id: str, leaf_key: int) -> None:
     """Raise `DanglingLeaf` unless ``leaf_key`` is a turn of the session.
 
     Raises:
         DanglingLeaf: If it is not.
     """
-    row = conn.execute(
+    row = db.execute(
         "select 1 from turns where id = ? and session_id = ?", [leaf_key, session_key]
     ).fetchone()
     if row is None:

@@ -1,36 +1,26 @@
-"""The PostgreSQL dialect: a connection adapter that runs the store's SQLite SQL.
+"""The PostgreSQL driver: a psycopg 3 connection behind the methods the store calls.
 
-The store's mixins are written against the few methods of `sqlite3.Connection`
-they use (``execute``, ``executemany``, ``in_transaction``, ``close``; cursors with
-``fetchone``, ``fetchall``, iteration and ``lastrowid``). `PgConnection` offers the
-same methods over a psycopg 3 connection, so every mixin runs unchanged and there
-is one copy of each query. Each statement passes once through `translate` (cached):
+The store's parts call ``execute``, ``executemany``, ``in_transaction`` and ``close``
+on their connection (cursors: ``fetchone``, ``fetchall``, iteration, ``lastrowid``).
+`PgConnection` offers them over psycopg, so the statements the backends share run
+unchanged. Its only change to a statement is the parameter style (the paramstyle
+of the driver, not a dialect): ``?`` becomes ``%s`` and ``:name`` becomes
+``%(name)s`` (a literal ``%`` is doubled), outside quoted literals. The statements
+whose text differs are written out in `nexus_store.store.sql` and chosen by
+`nexus_store.store.dialect.PostgresDialect`; nothing here rewrites SQL.
 
-* placeholders: ``?`` becomes ``%s`` and ``:name`` becomes ``%(name)s`` (a literal ``%``
-  is doubled), outside quoted literals;
-* the few statements that must differ, listed in `_REWRITES`: the scalar two-argument
-  ``max(a, b)`` of the path walk is ``greatest(a, b)``; ``insert or ignore`` is
-  ``on conflict do nothing``; the key a compaction takes before its insert
-  (``coalesce(max(id), 0) + 1``, safe under SQLite's one writer) comes from the
-  identity sequence, which concurrent writers never share;
-* inserts into ``sessions`` and ``turns`` return their key (``returning id``) for
-  ``lastrowid``; a turn whose public id is taken in its session is not inserted
-  (``on conflict do nothing``) and reported as `sqlite3.IntegrityError` with
-  SQLite's message, so the store's retry of a generated id works inside the same
-  transaction (in PostgreSQL an error would abort it).
-
-Integrity errors are raised as `sqlite3.IntegrityError`, the class the mixins catch.
+`translate_error` maps psycopg's errors to nexus_store's; `Handle.execute` calls it
+(through the dialect) for every statement, so no psycopg error reaches a caller.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import DatabaseLocked, QueryTimeout, ReadOnlyError, StoreOpenError
-from nexus_store.store.driver_errors import translate as translate_error
+from nexus_store.errors import QueryTimeout, ReadOnlyError, StoreOpenError
+from nexus_store.store.driver_errors import translate as _translate
 
 if TYPE_CHECKING:
     import psycopg
@@ -38,56 +28,18 @@ if TYPE_CHECKING:
 __all__ = [
     "PgConnection",
     "connect",
+    "driver_errors",
     "is_postgres_url",
     "redact",
     "refuse_unless_query",
     "run_readonly_pg",
     "translate",
+    "translate_error",
 ]
 
 _URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:\w+|\?|%", re.DOTALL)
-_INSERT_TURN = re.compile(r"^\s*insert\s+into\s+turns\s*\(", re.IGNORECASE)
-_INSERT_SESSION = re.compile(r"^\s*insert\s+into\s+sessions\s*\(", re.IGNORECASE)
-
-# (pattern, replacement): the statements whose SQLite form PostgreSQL does not run.
-# tests/test_conformance.py checks that each still matches a statement of the store.
-_REWRITES: list[tuple[re.Pattern[str], str]] = [
-    # scalar max() of the run walk (PATH_SQL, CONTEXT_SQL)
-    (re.compile(r"\bmax\((?=seg\.start_seq,)"), "greatest("),
-    # the turns of each run (PATH_SQL, CONTEXT_SQL): SQLite's planner walks the
-    # (session_id, seq) index per run; PostgreSQL's misjudges the recursive CTE's size
-    # and scans the session, so the range scan per run is spelled out (LATERAL;
-    # offset 0 keeps it from being flattened back into a join)
-    (
-        re.compile(
-            r"join turns t\s+on t\.session_id = :session\s+and t\.seq between\s+"
-            r"(?:max|greatest)\(seg\.start_seq, "
-            r"seg\.end_seq - \(seg\.end_depth - :stop_depth\)\)\s+"
-            r"and seg\.end_seq"
-        ),
-        "join lateral (select * from turns t where t.session_id = :session and t.seq between "
-        "greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq "
-        "offset 0) t on true",
-    ),
-    # the settings row written once (Store._resolve_counter)
-    (
-        re.compile(r"^(\s*)insert or ignore into (.*)$", re.DOTALL),
-        r"\1insert into \2 on conflict do nothing",
-    ),
-    # a turn's key: NULL asks SQLite for a new rowid; PostgreSQL takes it from the sequence
-    (
-        re.compile(r"^(insert into turns \(id, [^)]*\) values \()\?"),
-        r"\1coalesce(?, nextval(pg_get_serial_sequence('turns', 'id')))",
-    ),
-    # keys taken before an insert (a compaction is its own compaction_id; ingest's run start)
-    (
-        re.compile(r"select coalesce\(max\(id\), 0\) \+ 1 from turns"),
-        "select nextval(pg_get_serial_sequence('turns', 'id'))",
-    ),
-]
-_CACHE: dict[str, tuple[str, str | None]] = {}
-_TURN_CONFLICT = "UNIQUE constraint failed: turns.session_id, turns.uid"
+_CACHE: dict[str, str] = {}
 
 
 def is_postgres_url(target: object) -> bool:
@@ -116,30 +68,35 @@ def _placeholders(sql: str) -> str:
     return _TOKENS.sub(swap, sql)
 
 
-def translate(sql: str) -> tuple[str, str | None]:
-    """The PostgreSQL form of one store statement, and what to do with its result.
-
-    Returns:
-        ``(sql, mode)``: mode ``"returning"`` (the statement returns the new key),
-        ``"turn"`` (also: no row returned means the public id is taken) or None.
-    """
+def translate(sql: str) -> str:
+    """The statement in psycopg's parameter style (cached)."""
     found = _CACHE.get(sql)
     if found is not None:
         return found
-    out = sql
-    for pattern, replacement in _REWRITES:
-        out = pattern.sub(replacement, out)
-    mode: str | None = None
-    if _INSERT_TURN.match(out):
-        out = out.rstrip() + " on conflict (session_id, uid) do nothing returning id"
-        mode = "turn"
-    elif _INSERT_SESSION.match(out) and "returning" not in out.lower():
-        out = out.rstrip() + " returning id"
-        mode = "returning"
-    result = (_placeholders(out), mode)
+    text = _placeholders(sql)
     if len(_CACHE) < 4096:  # statements with IN (?, ?, ...) lists vary in length
-        _CACHE[sql] = result
-    return result
+        _CACHE[sql] = text
+    return text
+
+
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes psycopg raises (none when it is not installed)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)
+
+
+def translate_error(err: BaseException, where: str) -> BaseException:
+    """The nexus_store error a psycopg error means (`driver_errors.translate`).
+
+    A lock timeout is `DatabaseBusy` (retryable; issue 14), an integrity error a
+    `ConstraintViolation`, a full disk, damaged data or a driver limit their
+    `StorageError` (issue 18), anything else a `StorageError` with the server's first
+    line: never a psycopg exception.
+    """
+    return _translate(err, where)
 
 
 class PgCursor:
@@ -156,11 +113,15 @@ class PgCursor:
 
     def fetchone(self) -> Any:
         """The next row, or None."""
-        return self._cursor.fetchone() if self.description is not None else None  # type: ignore[union-attr]
+        if self._cursor is None or self._cursor.description is None:
+            return None
+        return self._cursor.fetchone()
 
     def fetchall(self) -> list[Any]:
         """The remaining rows."""
-        return self._cursor.fetchall() if self.description is not None else []  # type: ignore[union-attr]
+        if self._cursor is None or self._cursor.description is None:
+            return []
+        return self._cursor.fetchall()
 
     def __iter__(self) -> Iterator[Any]:
         if self._cursor is None or self._cursor.description is None:
@@ -202,7 +163,7 @@ class PgConnection:
         if not self.in_transaction:
             self.execute(sql, params)
             return
-        self._pending.append((translate(sql)[0], params))
+        self._pending.append((translate(sql), params))
 
     def _send(self, text: str, params: Any) -> psycopg.Cursor[Any]:
         if not self._pending:
@@ -215,55 +176,36 @@ class PgConnection:
         return cursor
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
-        """Run one statement written for SQLite."""
-        import psycopg
+        """Run one statement (``?``/``:name`` placeholders); errors are psycopg's."""
         from psycopg import pq
 
         idle = self.raw.info.transaction_status == pq.TransactionStatus.IDLE
         if _DEFERRABLE.match(sql) and (sql.strip() == "begin" or not idle or self._pending):
-            self._pending.append((translate(sql)[0], params))
+            self._pending.append((translate(sql), params))
             return PgCursor(None)
         if sql.lstrip().startswith("rollback"):
             # what is held back belongs to the work being undone: never send it
             self._pending.clear()
             if idle:
                 return PgCursor(None)
-        text, mode = translate(sql)
-        try:
-            cursor = self._send(text, params)
-        except psycopg.IntegrityError as err:
-            raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
-        except psycopg.errors.LockNotAvailable:
-            raise DatabaseLocked(
-                "the session is locked by another writer and stayed locked for 30s; try again",
-                where=self.where,
-            ) from None
-        except psycopg.Error as err:
-            raise translate_error(err, self.where) from err  # issue 18
-        if mode is None:
-            return PgCursor(cursor)
-        row = cursor.fetchone()
-        if row is None:  # mode "turn": the (session, uid) pair is taken
-            raise sqlite3.IntegrityError(_TURN_CONFLICT)
-        return PgCursor(cursor, int(row[0]))
+        return PgCursor(self._send(translate(sql), params))
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         """Run one statement for each parameter set (pipelined by psycopg)."""
-        import psycopg
+        text = translate(sql)
+        if len(rows) == 1:
+            self._send(text, rows[0])
+            return
+        if self._pending:
+            self._send("select 1", ())
+        with self.raw.cursor() as cursor:
+            cursor.executemany(text, rows)
 
-        text, _ = translate(sql)
-        try:
-            if len(rows) == 1:
-                self._send(text, rows[0])
-                return
-            if self._pending:
-                self._send("select 1", ())
-            with self.raw.cursor() as cursor:
-                cursor.executemany(text, rows)
-        except psycopg.IntegrityError as err:
-            raise sqlite3.IntegrityError(str(err).splitlines()[0]) from err
-        except psycopg.Error as err:
-            raise translate_error(err, self.where) from err  # issue 18
+    def run_script(self, sql: str) -> None:
+        """Run a migration file: several statements, no parameters (simple protocol)."""
+        if self._pending:
+            self._send("select 1", ())
+        self.raw.execute(sql.encode())
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,15 +1,14 @@
 """The store's reading methods: sessions, turns, tree navigation, context and status.
 
-Mixed into `Store`; every method reads through the store's connection. Context
-assembly is one SQL query (`CONTEXT_SQL`) whose cost follows the size of the
+The part `Reading(db)`; every method reads through the handle. Context
+assembly is one SQL query (`nexus_store.store.sql.CONTEXT_SQL`) whose cost follows the size of the
 context; status reads the path values stored on the leaf and costs O(1).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
@@ -17,13 +16,11 @@ from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.policy import CompactionConfig, evaluate_degradation
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
+from nexus_store.store.db import Handle
 from nexus_store.store.leaves import check_active_leaf
-from nexus_store.store.sql import CONTEXT_SQL, PATH_SQL, SESSION_SQL, TURN_SQL
+from nexus_store.store.sql import SESSION_SQL, TURN_SQL
 
-if TYPE_CHECKING:
-    from nexus_store.tokens import TokenCounter
-
-__all__ = ["ReadingMixin"]
+__all__ = ["Reading"]
 
 _FIELD_COLUMNS = [column for _, column, _ in TURN_FIELD_COLUMNS]
 _TURN_SELECT = TURN_SQL.format(fields=", ".join(f"t.{c}" for c in _FIELD_COLUMNS))
@@ -39,18 +36,15 @@ def _storable(value: object) -> bool:
     return isinstance(value, str) and is_storable_text(value)
 
 
-class ReadingMixin:
-    """Reading methods of `Store` (see there)."""
+class Reading:
+    """Reading sessions, turns, paths and contexts (part of `Store`; see there).
 
-    conn: sqlite3.Connection
-    counter: TokenCounter
+    Args:
+        db: The database handle.
+    """
 
-    # -- helpers the writing side provides --------------------------------------------
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
-
-    def _turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
-        raise NotImplementedError
+    def __init__(self, db: Handle) -> None:
+        self.db = db
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -75,7 +69,7 @@ class ReadingMixin:
         """Return the session with this id, or None."""
         if not _storable(session_id):
             return None
-        row = self.conn.execute(SESSION_SQL + " where s.uid = ?", [session_id]).fetchone()
+        row = self.db.execute(SESSION_SQL + " where s.uid = ?", [session_id]).fetchone()
         return None if row is None else self._session_from_row(row)
 
     def get_session(self, session_id: str) -> Session:
@@ -91,7 +85,7 @@ class ReadingMixin:
 
     def iter_sessions(self) -> Iterator[Session]:
         """Yield every session, most recently updated first."""
-        for row in self.conn.execute(SESSION_SQL + " order by s.updated_utc desc, s.id desc"):
+        for row in self.db.execute(SESSION_SQL + " order by s.updated_utc desc, s.id desc"):
             yield self._session_from_row(row)
 
     def list_sessions(self, *, limit: int | None = None) -> list[Session]:
@@ -101,7 +95,7 @@ class ReadingMixin:
         if limit is not None:
             sql += " limit ?"
             params.append(limit)
-        return [self._session_from_row(row) for row in self.conn.execute(sql, params)]
+        return [self._session_from_row(row) for row in self.db.execute(sql, params)]
 
     def resolve_session(self, ref: str) -> Session:
         """Find a session by id, unique id prefix, or ``latest`` (most recently updated).
@@ -120,7 +114,7 @@ class ReadingMixin:
         if not _storable(ref):
             raise SessionNotFound(f"no session with id or id prefix {ref!r}")
         pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self.conn.execute(
+        rows = self.db.execute(
             "select uid, title, cwd from sessions where uid like ? escape '\\' order by uid "
             "limit 11",
             [pattern],
@@ -147,7 +141,7 @@ class ReadingMixin:
             chunk = list(keys[start : start + 500])
             marks = ", ".join("?" * len(chunk))
             sql = f"{_MESSAGE_SELECT} where turn_id in ({marks}) order by turn_id, idx"
-            for row in self.conn.execute(sql, chunk):
+            for row in self.db.execute(sql, chunk):
                 found.setdefault(row[0], []).append(
                     decode_message(row[1], row[2], row[3], row[4], tuple(row[5:13]), row[13])
                 )
@@ -190,10 +184,10 @@ class ReadingMixin:
 
     def find_turn(self, session_id: str, turn_id: str) -> Turn | None:
         """Return a turn of the session, or None."""
-        session_key, _ = self._session_row(session_id)
+        session_key, _ = self.db.session_row(session_id)
         if not _storable(turn_id):
             return None
-        rows = self.conn.execute(
+        rows = self.db.execute(
             _TURN_SELECT + " where t.session_id = ? and t.uid = ?", [session_key, turn_id]
         ).fetchall()
         turns = self._turns_from_rows(session_id, rows)
@@ -213,10 +207,10 @@ class ReadingMixin:
 
     def iter_turns(self, session_id: str, *, batch: int = 1000) -> Iterator[Turn]:
         """Yield every turn of the session in append order, a batch at a time."""
-        session_key, _ = self._session_row(session_id)
+        session_key, _ = self.db.session_row(session_id)
         last = -1
         while True:
-            rows = self.conn.execute(
+            rows = self.db.execute(
                 _TURN_SELECT + " where t.session_id = ? and t.seq > ? order by t.seq limit ?",
                 [session_key, last, batch],
             ).fetchall()
@@ -227,19 +221,19 @@ class ReadingMixin:
 
     def children(self, session_id: str, turn_id: str | None) -> list[Turn]:
         """Return the children of a turn (roots for None), in append order."""
-        session_key, _ = self._session_row(session_id)
+        session_key, _ = self.db.session_row(session_id)
         if turn_id is None:
             where, params = "t.session_id = ? and t.parent_id is null", [session_key]
         else:
-            key = self._turn_key(session_key, session_id, turn_id)
+            key = self.db.turn_key(session_key, session_id, turn_id)
             where, params = "t.parent_id = ?", [key]
-        rows = self.conn.execute(_TURN_SELECT + f" where {where} order by t.seq", params).fetchall()
+        rows = self.db.execute(_TURN_SELECT + f" where {where} order by t.seq", params).fetchall()
         return self._turns_from_rows(session_id, rows)
 
     def leaves(self, session_id: str) -> list[Turn]:
         """Return the turns without children (the tips of every branch), in append order."""
-        session_key, _ = self._session_row(session_id)
-        rows = self.conn.execute(
+        session_key, _ = self.db.session_row(session_id)
+        rows = self.db.execute(
             _TURN_SELECT + " where t.session_id = ?"
             " and not exists (select 1 from turns c where c.parent_id = t.id)"
             " order by t.seq",
@@ -248,16 +242,18 @@ class ReadingMixin:
         return self._turns_from_rows(session_id, rows)
 
     def _leaf_key(self, session_id: str, leaf_id: str | None) -> tuple[int, int | None]:
-        session_key, active = self._session_row(session_id)
+        session_key, active = self.db.session_row(session_id)
         if leaf_id is None:
             if active is not None:  # issue 18: a dangling leaf is an error, not a TypeError
-                check_active_leaf(self.conn, session_key, session_id, active)
+                check_active_leaf(self.db, session_key, session_id, active)
             return session_key, active
-        return session_key, self._turn_key(session_key, session_id, leaf_id)
+        return session_key, self.db.turn_key(session_key, session_id, leaf_id)
 
-    def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
-        rows = self.conn.execute(
-            PATH_SQL, {"leaf": leaf_key, "session": session_key, "stop_depth": stop_depth}
+    def path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
+        """Keys of the turns on the path to a leaf, from the turn at ``stop_depth`` down."""
+        rows = self.db.execute(
+            self.db.dialect.statements.path,
+            {"leaf": leaf_key, "session": session_key, "stop_depth": stop_depth},
         ).fetchall()
         return [row[0] for row in rows]
 
@@ -266,13 +262,13 @@ class ReadingMixin:
         session_key, leaf_key = self._leaf_key(session_id, leaf_id)
         if leaf_key is None:
             return []
-        keys = self._path_keys(session_key, leaf_key)
+        keys = self.path_keys(session_key, leaf_key)
         rows: list[Sequence[Any]] = []
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ", ".join("?" * len(chunk))
             rows.extend(
-                self.conn.execute(
+                self.db.execute(
                     _TURN_SELECT + f" where t.id in ({marks}) order by t.depth", chunk
                 ).fetchall()
             )
@@ -280,21 +276,21 @@ class ReadingMixin:
 
     def common_ancestor(self, session_id: str, a: str, b: str) -> Turn | None:
         """Return the deepest turn on the paths to both ``a`` and ``b`` (None if none)."""
-        session_key, _ = self._session_row(session_id)
-        key_a = self._turn_key(session_key, session_id, a)
-        key_b = self._turn_key(session_key, session_id, b)
-        on_a = set(self._path_keys(session_key, key_a))
-        for key in reversed(self._path_keys(session_key, key_b)):
+        session_key, _ = self.db.session_row(session_id)
+        key_a = self.db.turn_key(session_key, session_id, a)
+        key_b = self.db.turn_key(session_key, session_id, b)
+        on_a = set(self.path_keys(session_key, key_a))
+        for key in reversed(self.path_keys(session_key, key_b)):
             if key in on_a:
-                uid = self.conn.execute("select uid from turns where id = ?", [key]).fetchone()[0]
+                uid = self.db.execute("select uid from turns where id = ?", [key]).fetchone()[0]
                 return self.get_turn(session_id, uid)
         return None
 
     def labels(self, session_id: str) -> dict[str, str]:
         """Return each labelled turn's current label (pi: the latest label entry wins)."""
-        session_key, _ = self._session_row(session_id)
+        session_key, _ = self.db.session_row(session_id)
         labels: dict[str, str] = {}
-        for target, label, extra in self.conn.execute(
+        for target, label, extra in self.db.execute(
             "select target_uid, label, extra_json from turns "
             "where session_id = ? and kind = 'label' order by seq",
             [session_key],
@@ -340,7 +336,7 @@ class ReadingMixin:
                 turn_kinds=[],
                 message_tokens=[],
             )
-        leaf = self.conn.execute(
+        leaf = self.db.execute(
             "select t.uid, t.kind, t.compaction_id, t.context_tokens, t.active_model_json, "
             "t.active_thinking_level, c.depth, k.depth "
             "from turns t left join turns c on c.id = t.compaction_id "
@@ -349,8 +345,8 @@ class ReadingMixin:
         ).fetchone()
         compaction = leaf[2]
         stop_depth = leaf[7] if leaf[7] is not None else (leaf[6] if leaf[6] is not None else 0)
-        rows = self.conn.execute(
-            CONTEXT_SQL,
+        rows = self.db.execute(
+            self.db.dialect.statements.context,
             {
                 "leaf": leaf_key,
                 "session": session_key,
@@ -400,7 +396,7 @@ class ReadingMixin:
         leaf_uid = None
         last: dict[str, Any] | None = None
         if leaf_key is not None:
-            row = self.conn.execute(
+            row = self.db.execute(
                 "select t.uid, t.context_tokens, t.compaction_count, c.uid, c.created_utc, "
                 "c.tokens_before, c.tokens_after, c.trigger, c.layer, c.messages_compacted "
                 "from turns t left join turns c on c.id = t.compaction_id where t.id = ?",

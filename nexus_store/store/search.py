@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import InvalidQuery
 from nexus_store.rows import is_storable_text
+from nexus_store.store.db import Handle
 from nexus_store.store.snippets import WINDOW_CHARS, WindowSnippets
 
-__all__ = ["SUMMARY_ROLES", "SearchHit", "SearchMixin", "literal_query"]
+__all__ = ["SUMMARY_ROLES", "Search", "SearchHit", "literal_query"]
 
 SUMMARY_ROLES = {"compaction": "compactionSummary", "branch_summary": "branchSummary"}
 """The role a summary hit reports: the role of the message pi's assembly makes of it."""
@@ -180,46 +181,54 @@ def literal_query(text: str) -> str:
 _MESSAGE_TRIGGER = "messages_fts_after_insert"
 
 
-class SearchMixin:
-    """The search method of `Store` (see there)."""
+class Search:
+    """Full-text search (``Store.search``) and the pause of its index for bulk writes.
 
-    conn: sqlite3.Connection
+    SQLite searches FTS5 (BM25); a backend without ``capabilities.fts_bm25``
+    (PostgreSQL) searches its GIN text indexes with the same filters.
 
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
+    Args:
+        db: The database handle.
+    """
 
-    def _bulk_index_begin(self) -> tuple[int, str] | None:
+    def __init__(self, db: Handle) -> None:
+        self.db = db
+
+    def bulk_index_begin(self) -> tuple[int, str] | None:
         """Pause the per-row message index trigger for a bulk write (inside its transaction).
 
         Indexing 500 rows with one ``insert ... select`` at the end costs about a third
         of firing the trigger once per row. The trigger is dropped and re-created in
         the caller's transaction, so other connections never see it missing, and a
-        rollback restores it.
+        rollback restores it. PostgreSQL's search indexes are GIN indexes on
+        expressions: nothing to pause there.
 
         Returns:
-            What `_bulk_index_end` needs (the last message key before the bulk write
+            What `bulk_index_end` needs (the last message key before the bulk write
             and the trigger's SQL), or None when there is no trigger to pause.
         """
-        row = self.conn.execute(
+        if not self.db.dialect.capabilities.fts_bm25:
+            return None
+        row = self.db.execute(
             "select sql from sqlite_master where type = 'trigger' and name = ?",
             [_MESSAGE_TRIGGER],
         ).fetchone()
         if row is None:
             return None
-        top = int(self.conn.execute("select coalesce(max(id), 0) from messages").fetchone()[0])
-        self.conn.execute(f"drop trigger {_MESSAGE_TRIGGER}")
+        top = int(self.db.execute("select coalesce(max(id), 0) from messages").fetchone()[0])
+        self.db.execute(f"drop trigger {_MESSAGE_TRIGGER}")
         return top, str(row[0])
 
-    def _bulk_index_end(self, paused: tuple[int, str] | None) -> None:
-        """Index the messages written since `_bulk_index_begin` and restore the trigger."""
+    def bulk_index_end(self, paused: tuple[int, str] | None) -> None:
+        """Index the messages written since `bulk_index_begin` and restore the trigger."""
         if paused is None:
             return
         top, trigger_sql = paused
-        self.conn.execute(
+        self.db.execute(
             "insert into messages_fts (rowid, text) select id, text from messages where id > ?",
             [top],
         )
-        self.conn.execute(trigger_sql)
+        self.db.execute(trigger_sql)
 
     def search(
         self,
@@ -279,7 +288,7 @@ class SearchMixin:
             query = literal_query(query)
         elif not query.strip():
             raise InvalidQuery("the search query is empty; give at least one word")
-        session_key = None if session is None else self._session_row(session)[0]
+        session_key = None if session is None else self.db.session_row(session)[0]
         params: dict[str, Any] = {
             "query": query,
             "session": session_key,
@@ -323,18 +332,24 @@ class SearchMixin:
         return hits[:limit]
 
     def _message_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Rows of SEARCH_MESSAGES_SQL (the PostgreSQL store has its own)."""
+        """Rows of SEARCH_MESSAGES_SQL (or of PG_SEARCH_MESSAGES_SQL)."""
+        if not self.db.dialect.capabilities.fts_bm25:
+            rows = self.db.execute(PG_SEARCH_MESSAGES_SQL, _pg_search_params(params))
+            return list(rows.fetchall())
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
-            bounds = self.conn.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
+            bounds = self.db.execute(SESSION_MESSAGE_BOUNDS_SQL, [params["session"]]).fetchone()
         rows = self._fts_rows(SEARCH_MESSAGES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
         return self._bounded_snippets(rows, 6, params)
 
     def _summary_matches(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Rows of SEARCH_SUMMARIES_SQL (the PostgreSQL store has its own)."""
+        """Rows of SEARCH_SUMMARIES_SQL (or of PG_SEARCH_SUMMARIES_SQL)."""
+        if not self.db.dialect.capabilities.fts_bm25:
+            rows = self.db.execute(PG_SEARCH_SUMMARIES_SQL, _pg_search_params(params))
+            return list(rows.fetchall())
         bounds = _ALL_ROWIDS
         if params["session"] is not None:
-            bounds = self.conn.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
+            bounds = self.db.execute(SESSION_TURN_BOUNDS_SQL, [params["session"]]).fetchone()
         rows = self._fts_rows(SEARCH_SUMMARIES_SQL, {**params, "lo": bounds[0], "hi": bounds[1]})
         return self._bounded_snippets(rows, 4, params)
 
@@ -352,7 +367,7 @@ class SearchMixin:
             out = []
             for row in rows:
                 if row[column] is None:
-                    text = self.conn.execute(
+                    text = self.db.execute(
                         MESSAGE_TEXT_SQL if column == 6 else SUMMARY_TEXT_SQL, [row[-1]]
                     ).fetchone()[0]
                     snippet = windows.snippet(
@@ -366,7 +381,7 @@ class SearchMixin:
 
     def _fts_rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         try:
-            return self.conn.execute(sql, params).fetchall()
+            return list(self.db.execute(sql, params).fetchall())
         except sqlite3.OperationalError as err:
             text = str(err)
             if any(marker in text for marker in _FTS_ERRORS):
@@ -374,3 +389,19 @@ class SearchMixin:
                     f"invalid search query {params['query']!r} ({text}). {_SYNTAX_HINT}"
                 ) from None
             raise
+
+
+def _pg_search_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The search parameters, with the snippet's markers and length for ts_headline."""
+    for marker in (params["open"], params["close"]):
+        if '"' in marker or "," in marker:
+            raise InvalidQuery(
+                f"snippet marker {marker!r} holds a double quote or a comma, which "
+                "PostgreSQL's ts_headline options cannot carry; choose another marker"
+            )
+    words = max(2, int(params["tokens"]))
+    headline = (
+        f'StartSel="{params["open"]}", StopSel="{params["close"]}", '
+        f"MaxWords={words}, MinWords={max(1, words // 2)}, ShortWord=0"
+    )
+    return {**params, "headline": headline}

@@ -11,13 +11,17 @@ step per branch point, never the depth of the history above the context.
 
 from __future__ import annotations
 
+from nexus_store.store.pathvalues import PARENT_COLUMNS
+
 __all__ = [
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
     "PARENT_BY_UID_SQL",
-    "PARENT_COLUMNS",
     "PATH_SQL",
+    "PG_CONTEXT_SQL",
+    "PG_INSERT_TURN_SQL",
+    "PG_PATH_SQL",
     "SESSION_AND_LEAF_SQL",
     "SESSION_AND_PARENT_SQL",
     "SESSION_SQL",
@@ -72,6 +76,14 @@ INSERT_TURN_SQL = "insert into turns ({}) values ({})".format(
     ", ".join(TURN_COLUMNS), ", ".join("?" for _ in TURN_COLUMNS)
 )
 
+# PostgreSQL: one turn whose key may be NULL (then the identity sequence gives it);
+# a public id taken in the session inserts nothing and returns no row (an error
+# would abort the transaction, and the store retries a generated id within it).
+PG_INSERT_TURN_SQL = (
+    "insert into turns ({}) values (coalesce(?, nextval(pg_get_serial_sequence('turns', 'id'))), "
+    "{}) on conflict (session_id, uid) do nothing returning id"
+).format(", ".join(TURN_COLUMNS), ", ".join("?" for _ in TURN_COLUMNS[1:]))
+
 INSERT_MESSAGE_SQL = """
 insert into messages (
     turn_id, idx, role, content_kind, content_json, text, tokens, tool_call_id, tool_name,
@@ -106,10 +118,24 @@ left join turns p on p.id = t.parent_id
 left join turns c on c.id = t.compaction_id
 """
 
+# The turns of one run (seq range) of the walk, at or below :stop_depth. SQLite's
+# planner walks the (session_id, seq) index per run; PostgreSQL's misjudges the
+# recursive CTE's size and scans the session, so its form spells out the range scan
+# per run (LATERAL; offset 0 keeps it from being flattened back into a join), and it
+# has greatest() where SQLite has the scalar two-argument max().
+_RUN_TURNS = """join turns t on t.session_id = :session
+  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
+                and seg.end_seq"""
+_PG_RUN_TURNS = """join lateral (
+    select * from turns t where t.session_id = :session
+    and t.seq between greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
+                  and seg.end_seq
+    offset 0) t on true"""
+
 # The runs (seq ranges) on the path from :leaf up to the turn at depth :stop_depth,
 # then the turns of those ranges at or below that depth, ordered root first.
 # seg.end_depth - (seg.end_seq - seg.start_seq) is the depth of the run's first turn.
-PATH_SQL = """
+_PATH = """
 with recursive seg(start_seq, end_seq, end_depth, jump) as (
     select run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
     union all
@@ -118,12 +144,12 @@ with recursive seg(start_seq, end_seq, end_depth, jump) as (
     where seg.end_depth - (seg.end_seq - seg.start_seq) > :stop_depth
 )
 select t.id
-from seg join turns t
-  on t.session_id = :session
-  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
+from seg {run_turns}
 where t.depth >= :stop_depth
 order by t.depth
 """
+PATH_SQL = _PATH.format(run_turns=_RUN_TURNS)
+PG_PATH_SQL = _PATH.format(run_turns=_PG_RUN_TURNS)
 
 # The context of :leaf in one query: the runs from the leaf up to the first kept turn
 # of the latest compaction (:stop_depth is that turn's depth; the compaction's own
@@ -131,8 +157,9 @@ order by t.depth
 # runs that can produce a message, and their messages. The latest compaction
 # (:compaction) sorts first: it becomes the compactionSummary message. A forked
 # session's roots continue (run_parent_id) at the fork turn of the parent session, so
-# the walk follows the fork without the parent's turns being copied.
-CONTEXT_SQL = """
+# the walk follows the fork without the parent's turns being copied (the run's
+# turns are looked up in seg.session, the session of the run).
+_CONTEXT = """
 with recursive seg(session, start_seq, end_seq, end_depth, jump) as (
     select session_id, run_start_seq, seq, depth, run_parent_id from turns where id = :leaf
     union all
@@ -146,21 +173,24 @@ select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_ui
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
        m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 from seg
-join turns t on t.session_id = seg.session
-  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth)) and seg.end_seq
+{run_turns}
 left join messages m on m.turn_id = t.id
 where t.depth >= :stop_depth
   and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)
 order by t.id = :compaction desc, t.depth, m.idx
 """
-
-# The row of a turn as a parent of new turns (its path values), with its nearest
-# compaction's public id; core.py names the positions (_P_*).
-PARENT_COLUMNS = (
-    "t.id, t.seq, t.depth, t.tokens, t.path_tokens, t.context_tokens, t.compaction_id, "
-    "t.compaction_count, t.active_model_json, t.active_thinking_level, t.run_start_seq, "
-    "t.run_parent_id, t.kind, t.uid, pc.uid"
+CONTEXT_SQL = _CONTEXT.format(
+    run_turns="""join turns t on t.session_id = seg.session
+  and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
+                and seg.end_seq"""
 )
+PG_CONTEXT_SQL = _CONTEXT.format(
+    run_turns="""join turns t on t.session_id = seg.session
+  and t.seq between greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
+                and seg.end_seq"""
+)
+
+# (PARENT_COLUMNS, the row of a turn as a parent of new turns, is pathvalues.PathRow's.)
 # The session (key, last seq) with the row of the turn a new turn goes under: the
 # active leaf, or the turn named by uid. One read per append.
 SESSION_AND_LEAF_SQL = (

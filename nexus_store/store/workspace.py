@@ -9,16 +9,14 @@ add rows.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from nexus_store.errors import InvalidEntry
 from nexus_store.jsoncodec import has_lone_surrogate
+from nexus_store.store.db import Handle, utc_now
 from nexus_store.workspace import WorkspaceFile, sha256_text
 
-__all__ = ["WorkspaceMixin"]
+__all__ = ["Workspace"]
 
 # The files of one load of a session, in prompt order.
 WORKSPACE_LOAD_SQL = """
@@ -41,17 +39,15 @@ insert into session_workspace (
 """
 
 
-class WorkspaceMixin:
-    """The workspace methods of `Store` (see there)."""
+class Workspace:
+    """The workspace bootstrap files of sessions (``Store.record_workspace``, ...).
 
-    conn: sqlite3.Connection
+    Args:
+        db: The database handle.
+    """
 
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
-
-    def atomic(self) -> contextlib.AbstractContextManager[Any]:
-        """One write transaction (`Store.atomic`)."""
-        raise NotImplementedError
+    def __init__(self, db: Handle) -> None:
+        self.db = db
 
     def record_workspace(
         self, session_id: str, files: Sequence[WorkspaceFile], *, loaded_utc: str | None = None
@@ -73,15 +69,13 @@ class WorkspaceMixin:
         Raises:
             SessionNotFound: If the session does not exist.
         """
-        from nexus_store.store.core import utc_now
-
         for file in files:
             self._check_workspace_text(file)
         if not files:
-            self._session_row(session_id)
+            self.db.session_row(session_id)
             return 0
-        with self.atomic():
-            session_key, _ = self._session_row(session_id)
+        with self.db.atomic():
+            session_key, _ = self.db.session_row(session_id)
             latest = self._latest_load(session_key)
             if latest and self._load(session_key, latest) == list(files):
                 return latest
@@ -89,15 +83,15 @@ class WorkspaceMixin:
             now = loaded_utc or utc_now()
             for position, file in enumerate(files):
                 digest = sha256_text(file.content)
-                self.conn.execute(
+                self.db.execute(
                     "insert into workspace_files (sha256, content, chars) values (?, ?, ?) "
                     "on conflict (sha256) do nothing",
                     [digest, file.content, len(file.content)],
                 )
-                file_id = self.conn.execute(
+                file_id = self.db.execute(
                     "select id from workspace_files where sha256 = ?", [digest]
                 ).fetchone()[0]
-                self.conn.execute(
+                self.db.execute(
                     INSERT_SESSION_WORKSPACE_SQL,
                     {
                         "session": session_key,
@@ -115,12 +109,17 @@ class WorkspaceMixin:
             return load
 
     def _check_workspace_text(self, file: WorkspaceFile) -> None:
-        """Refuse text no backend can store (PostgreSQL adds NUL to this)."""
+        """Refuse text this backend cannot store (a NUL only where text holds none)."""
         for what, text in (("path", file.path), ("content", file.content)):
             if has_lone_surrogate(text):
                 raise InvalidEntry(
                     f"workspace file {file.path!r}: its {what} holds a lone surrogate (not "
                     "text); decode the file with errors='replace'; nothing recorded"
+                )
+            if "\x00" in text and not self.db.dialect.capabilities.nul_in_text:
+                raise InvalidEntry(
+                    f"workspace file {file.path!r}: its {what} holds a NUL character, which "
+                    "PostgreSQL text cannot store (SQLite can); nothing recorded"
                 )
 
     def workspace(self, session_id: str, *, load: int | None = None) -> list[WorkspaceFile]:
@@ -136,15 +135,15 @@ class WorkspaceMixin:
         Raises:
             SessionNotFound: If the session does not exist.
         """
-        session_key, _ = self._session_row(session_id)
+        session_key, _ = self.db.session_row(session_id)
         if load is None:
             load = self._latest_load(session_key)
         return self._load(session_key, load)
 
     def iter_workspace_loads(self, session_id: str) -> Iterator[tuple[int, str]]:
         """Yield ``(load number, loaded_utc)`` for each recorded load, oldest first."""
-        session_key, _ = self._session_row(session_id)
-        rows = self.conn.execute(
+        session_key, _ = self.db.session_row(session_id)
+        rows = self.db.execute(
             "select load_seq, min(loaded_utc) from session_workspace where session_id = ? "
             "group by load_seq order by load_seq",
             [session_key],
@@ -153,13 +152,13 @@ class WorkspaceMixin:
             yield int(load), str(when)
 
     def _latest_load(self, session_key: int) -> int:
-        row = self.conn.execute(
+        row = self.db.execute(
             "select max(load_seq) from session_workspace where session_id = ?", [session_key]
         ).fetchone()
         return 0 if row[0] is None else int(row[0])
 
     def _load(self, session_key: int, load: int) -> list[WorkspaceFile]:
-        rows = self.conn.execute(WORKSPACE_LOAD_SQL, {"session": session_key, "load": load})
+        rows = self.db.execute(WORKSPACE_LOAD_SQL, {"session": session_key, "load": load})
         return [
             WorkspaceFile(
                 path=row[0],

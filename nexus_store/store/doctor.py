@@ -1,4 +1,4 @@
-"""Keeping a database healthy: `Store.doctor` checks and repairs, `Store.gc` removes.
+"""Keeping a database healthy: `Store.doctor` checks and repairs (part `Doctor`).
 
 ``doctor`` reports what is wrong with a database file (SQLite's own integrity and
 foreign-key checks, stored path values that disagree with a recomputation from the
@@ -8,7 +8,7 @@ reversible: path values are recomputed the way an append computes them, a bad
 active leaf moves to the session's latest turn, the WAL is checkpointed, modes go
 back to 0600. Entries are never touched.
 
-``gc`` (the only place rows are deleted) lives in `nexus_store.store.retention`.
+``gc`` (the only place rows are deleted) lives in `nexus_store.store.gc`.
 """
 
 from __future__ import annotations
@@ -18,59 +18,45 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.errors import StorageError
-from nexus_store.store.retention import GcReport, RetentionMixin
+from nexus_store.errors import NexusError
+from nexus_store.store.db import Handle
+from nexus_store.store.pathvalues import (
+    PARENT_COLUMNS,
+    STRUCTURAL,
+    PathRow,
+    PathValues,
+    child_row,
+    path_values,
+)
 
-__all__ = ["DoctorFinding", "DoctorReport", "GcReport", "MaintenanceMixin"]
+__all__ = ["Doctor", "DoctorFinding", "DoctorReport"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+# What a damaged database raises while doctor reads or repairs it: the driver's
+# errors as Handle.execute translates them, and SQLite's own from pragmas.
+_DB_ERRORS = (sqlite3.DatabaseError, NexusError)
 DEFAULT_WAL_LIMIT = 64 * 1024 * 1024
 
-# Each turn's stored path values beside the values an append would compute from its
-# parent's stored values (see Store._insert_turn). Turns changed by gc (a "gc" note in
-# source_patch_json, the last column) are baselines: their own values are not checked
-# (the note is read in Python, so the query runs unchanged on PostgreSQL).
-PATH_CHECK_SQL = """
-select s.id, s.uid, t.id, t.uid, t.kind, t.seq, t.tokens,
-       t.depth, t.path_tokens, t.context_tokens, t.compaction_id, t.compaction_count,
-       t.run_start_seq, t.run_parent_id,
-       case when p.id is null then 0 else p.depth + 1 end,
-       case when t.kind = 'compaction' then coalesce(p.path_tokens, 0)
-            else coalesce(p.path_tokens, 0) + t.tokens end,
-       case when t.kind <> 'compaction' then t.tokens + coalesce(p.context_tokens, 0)
-            when k.id is null then t.tokens
-            else t.tokens + p.path_tokens - k.path_tokens
-                 + case when k.kind = 'compaction' then 0 else k.tokens end end,
-       case when t.kind = 'compaction' then t.id else p.compaction_id end,
-       case when t.kind = 'compaction' then 1 + coalesce(p.compaction_count, 0)
-            else coalesce(p.compaction_count, 0) end,
-       case when p.seq = t.seq - 1 then p.run_start_seq else t.seq end,
-       case when p.seq = t.seq - 1 then p.run_parent_id else p.id end,
-       (select sum(m.tokens) from messages m where m.turn_id = t.id),
-       t.source_patch_json
+# Every turn with what `path_values` needs to recompute its path values: its stored
+# row (PathRow columns, from PARENT_COLUMNS), its parent and first kept turn, its
+# session's fork turn, gc's note and the tokens of its messages; parents first (seq
+# order within a session). The gc note is read in Python, so this runs on PostgreSQL.
+DOCTOR_TURNS_SQL = f"""
+select s.uid, t.session_id, t.parent_id, t.first_kept_turn_id, s.fork_turn_id,
+       t.source_patch_json, (select sum(m.tokens) from messages m where m.turn_id = t.id),
+       {PARENT_COLUMNS}
 from turns t
 join sessions s on s.id = t.session_id
-left join turns p on p.id = t.parent_id
-left join turns k on k.id = t.first_kept_turn_id
+left join turns pc on pc.id = t.compaction_id
 where (cast(:session as bigint) is null or t.session_id = :session)
 order by t.session_id, t.seq
 """
-
-_PATH_FIELDS = (
-    "depth",
-    "path_tokens",
-    "context_tokens",
-    "compaction_id",
-    "compaction_count",
-    "run_start_seq",
-    "run_parent_id",
-)
 
 # A persisted active leaf that is missing or belongs to another session.
 BAD_LEAF_SQL = """
@@ -125,23 +111,15 @@ class DoctorReport(BaseModel):
     wal_bytes: int | None
 
 
-class MaintenanceMixin(RetentionMixin):
-    """`Store.doctor` and `Store.gc` (see the module docstring)."""
+class Doctor:
+    """``Store.doctor`` (see the module docstring).
 
-    conn: sqlite3.Connection
-    filename: Path | None
+    Args:
+        db: The database handle.
+    """
 
-    if TYPE_CHECKING:  # provided by Store
-
-        def atomic(self) -> contextlib.AbstractContextManager[Any]:
-            """Run the block in one write transaction."""
-            ...
-
-    def _session_row(self, session_id: str) -> tuple[int, int | None]:
-        raise NotImplementedError
-
-    def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
-        raise NotImplementedError
+    def __init__(self, db: Handle) -> None:
+        self.db = db
 
     # -- doctor ------------------------------------------------------------------
 
@@ -162,10 +140,7 @@ class MaintenanceMixin(RetentionMixin):
         if fix and any(f.fixable for f in findings):
             try:
                 actions = self._repair(findings)
-            except (
-                sqlite3.DatabaseError,
-                StorageError,
-            ) as err:  # a damaged file can fail mid-repair
+            except _DB_ERRORS as err:  # a damaged file can fail mid-repair
                 actions = [f"repair stopped and rolled back: {err}; restore a backup"]
             remaining = {_key(f) for f in self._diagnose(wal_limit)[0]}
             findings = [f.model_copy(update={"fixed": _key(f) not in remaining}) for f in findings]
@@ -180,25 +155,26 @@ class MaintenanceMixin(RetentionMixin):
         )
 
     def _files(self) -> list[Path]:
-        if self.filename is None:
+        if self.db.filename is None:
             return []
-        base = str(self.filename)
+        base = str(self.db.filename)
         return [Path(base + suffix) for suffix in ("", "-wal", "-shm")]
 
     def _wal_bytes(self) -> int | None:
-        if self.filename is None:
+        if self.db.filename is None:
             return None
-        wal = Path(str(self.filename) + "-wal")
+        wal = Path(str(self.db.filename) + "-wal")
         return wal.stat().st_size if wal.exists() else 0
 
     def _diagnose(self, wal_limit: int) -> tuple[list[DoctorFinding], int, int | None]:
         found: list[DoctorFinding] = []
-        self._check_storage(found)
+        if self.db.dialect.capabilities.file_checks:
+            self._check_storage(found)
         checked = 0
         try:
             checked = self._check_path_values(found)
             self._check_active_leaves(found)
-        except (sqlite3.DatabaseError, StorageError) as err:
+        except _DB_ERRORS as err:
             found.append(
                 DoctorFinding(
                     check="integrity", severity="error", message=f"cannot read turns: {err}"
@@ -210,7 +186,7 @@ class MaintenanceMixin(RetentionMixin):
                 DoctorFinding(
                     check="wal",
                     severity="warning",
-                    message=f"the WAL {self.filename}-wal holds {wal_bytes:,} bytes (limit "
+                    message=f"the WAL {self.db.filename}-wal holds {wal_bytes:,} bytes (limit "
                     f"{wal_limit:,}); a checkpoint (doctor --fix) folds it into the database",
                     fixable=True,
                 )
@@ -234,12 +210,13 @@ class MaintenanceMixin(RetentionMixin):
     def _check_storage(self, found: list[DoctorFinding]) -> None:
         """SQLite's own checks: the file's integrity and its foreign keys.
 
-        (PostgreSQL enforces foreign keys on every write and checks its files itself;
-        its store has nothing to add here.)
+        (Only where ``capabilities.file_checks``: PostgreSQL enforces foreign keys on
+        every write and checks its files itself; amcheck and pg_checksums are the
+        tools for them.)
         """
         try:
-            rows = [r[0] for r in self.conn.execute("pragma integrity_check").fetchall()]
-        except (sqlite3.DatabaseError, StorageError) as err:
+            rows = [r[0] for r in self.db.execute("pragma integrity_check").fetchall()]
+        except _DB_ERRORS as err:
             rows = [str(err)]
         if rows != ["ok"]:
             for text in rows[:20]:
@@ -252,8 +229,8 @@ class MaintenanceMixin(RetentionMixin):
                     )
                 )
         try:
-            fk_rows = self.conn.execute("pragma foreign_key_check").fetchall()
-        except (sqlite3.DatabaseError, StorageError) as err:
+            fk_rows = self.db.execute("pragma foreign_key_check").fetchall()
+        except _DB_ERRORS as err:
             fk_rows = []
             found.append(DoctorFinding(check="foreign_key", severity="error", message=str(err)))
         for table, rowid, parent, _fkid in fk_rows[:100]:
@@ -266,46 +243,112 @@ class MaintenanceMixin(RetentionMixin):
                 )
             )
 
+    def _path_walk(
+        self, session_key: int | None, *, repair: bool
+    ) -> Iterator[tuple[tuple[Any, ...], PathRow, PathValues | None]]:
+        """Each turn (parents first) with its stored row and the values `path_values` gives.
+
+        The values are computed from the parent's stored row (checking: a finding
+        names the turn that is wrong, not its descendants) or, when ``repair``, from
+        the parent's recomputed row, so that one pass repairs a whole session. A
+        root of a forked session continues from its fork turn, as an append does
+        (issue 14: doctor called such a root corrupt). Turns changed by gc (its note
+        in source_patch_json) are baselines: yielded with None and kept as stored.
+        """
+        rows: dict[int, PathRow] = {}
+        current = None
+        for record in self.db.execute(DOCTOR_TURNS_SQL, {"session": session_key}):
+            _uid, session, parent_key, kept_key, fork_key, patch, _sum = record[:7]
+            stored = PathRow._make(record[7:])
+            if session != current:
+                rows, current = {}, session
+            if _gc_baseline(patch):
+                rows[stored.id] = stored
+                yield record, stored, None
+                continue
+            parent = None if parent_key is None else self._row(rows, parent_key)
+            fork = None
+            if parent_key is None and fork_key is not None:
+                fork = self._row(rows, fork_key)
+            kept = None if kept_key is None else self._row(rows, kept_key)
+            if repair and parent_key is not None and parent is None:
+                # a missing parent leaves nothing to compute from: left for the report
+                rows[stored.id] = stored
+                yield record, stored, None
+                continue
+            expected = path_values(
+                parent,
+                key=stored.id,
+                seq=stored.seq,
+                kind=stored.kind,
+                tokens=stored.tokens,
+                fork=fork,
+                kept=kept,
+            )
+            if repair:
+                rows[stored.id] = child_row(
+                    expected._replace(
+                        active_model_json=stored.active_model_json,
+                        active_thinking_level=stored.active_thinking_level,
+                    ),
+                    key=stored.id,
+                    seq=stored.seq,
+                    kind=stored.kind,
+                    tokens=stored.tokens,
+                    uid=stored.uid,
+                    parent=parent,
+                    fork=fork,
+                )._replace(compaction_uid=stored.compaction_uid)
+            else:
+                rows[stored.id] = stored
+            yield record, stored, expected
+
+    def _row(self, rows: dict[int, PathRow], key: int) -> PathRow | None:
+        found = rows.get(key)
+        return found if found is not None else self.db.parent_row(key)
+
     def _check_path_values(self, found: list[DoctorFinding]) -> int:
         checked = 0
-        for row in self.conn.execute(PATH_CHECK_SQL, {"session": None}):
-            if _gc_baseline(row[22]):
+        for record, stored, expected in self._path_walk(None, repair=False):
+            if expected is None:
                 continue
             checked += 1
-            stored, expected = row[7:14], row[14:21]
+            session_uid, message_tokens = record[0], record[6]
             wrong = [
-                f"{name} {have!r} (expected {want!r})"
-                for name, have, want in zip(_PATH_FIELDS, stored, expected, strict=True)
-                if have != want
+                f"{name} {getattr(stored, name)!r} (expected {getattr(expected, name)!r})"
+                for name in STRUCTURAL
+                if getattr(stored, name) != getattr(expected, name)
             ]
             if wrong:
                 found.append(
                     DoctorFinding(
                         check="path_values",
                         severity="error",
-                        message=f"turn {row[3]!r} of session {row[1]!r} stores " + ", ".join(wrong),
-                        session=row[1],
-                        turn=row[3],
+                        message=f"turn {stored.uid!r} of session {session_uid!r} stores "
+                        + ", ".join(wrong),
+                        session=session_uid,
+                        turn=stored.uid,
                         fixable=True,
                     )
                 )
-            if row[4] in ("message", "custom_message") and row[21] is not None:
-                if row[6] != row[21]:
+            if stored.kind in ("message", "custom_message") and message_tokens is not None:
+                if stored.tokens != message_tokens:
                     found.append(
                         DoctorFinding(
                             check="tokens",
                             severity="error",
-                            message=f"turn {row[3]!r} of session {row[1]!r} stores tokens "
-                            f"{row[6]} but its messages count {row[21]}; not repaired (the "
-                            "path values above it depend on it): re-import the session",
-                            session=row[1],
-                            turn=row[3],
+                            message=f"turn {stored.uid!r} of session {session_uid!r} stores "
+                            f"tokens {stored.tokens} but its messages count {message_tokens}; not "
+                            "repaired (the path values above it depend on it): re-import the "
+                            "session",
+                            session=session_uid,
+                            turn=stored.uid,
                         )
                     )
         return checked
 
     def _check_active_leaves(self, found: list[DoctorFinding]) -> None:
-        for _session_key, uid, leaf, owner in self.conn.execute(BAD_LEAF_SQL).fetchall():
+        for _session_key, uid, leaf, owner in self.db.execute(BAD_LEAF_SQL).fetchall():
             where = "does not exist" if owner is None else "belongs to another session"
             found.append(
                 DoctorFinding(
@@ -321,30 +364,32 @@ class MaintenanceMixin(RetentionMixin):
     def _repair(self, findings: Sequence[DoctorFinding]) -> list[str]:
         actions: list[str] = []
         checks = {f.check for f in findings if f.fixable}
-        with self.atomic():
+        with self.db.atomic():
             if "active_leaf" in checks:
-                for key, uid, _leaf, _owner in self.conn.execute(BAD_LEAF_SQL).fetchall():
-                    self.conn.execute(
+                for key, uid, _leaf, _owner in self.db.execute(BAD_LEAF_SQL).fetchall():
+                    self.db.execute(
                         "update sessions set active_leaf_id = (select id from turns "
                         "where session_id = ? order by seq desc limit 1) where id = ?",
                         [key, key],
                     )
-                    new = self.conn.execute(
+                    new = self.db.execute(
                         "select t.uid from sessions s left join turns t on t.id = s.active_leaf_id"
                         " where s.id = ?",
                         [key],
                     ).fetchone()[0]
                     actions.append(f"session {uid!r}: moved the active leaf to {new!r}")
             if "path_values" in checks:
+                # parent sessions first: a fork's root continues from its fork turn
                 sessions = sorted(
-                    {f.session for f in findings if f.check == "path_values" and f.session}
+                    (self.db.session_row(uid)[0], uid)
+                    for uid in {f.session for f in findings if f.check == "path_values"}
+                    if uid
                 )
-                for uid in sessions:
-                    key, _ = self._session_row(uid)
+                for key, uid in sessions:
                     changed = self._recompute_path_values(key)
                     actions.append(f"session {uid!r}: recomputed path values of {changed} turns")
         if "wal" in checks:
-            busy, log, done = self.conn.execute("pragma wal_checkpoint(truncate)").fetchone()
+            busy, log, done = self.db.execute("pragma wal_checkpoint(truncate)").fetchone()
             actions.append(
                 f"checkpointed the WAL ({done} of {log} pages"
                 + (", another connection was busy" if busy else "")
@@ -359,59 +404,21 @@ class MaintenanceMixin(RetentionMixin):
         return actions
 
     def _recompute_path_values(self, session_key: int) -> int:
-        """Recompute a session's path values in seq order (parents first), in a transaction."""
-        values: dict[int, list[Any]] = {}
+        """Store the recomputed path values of a session's turns (in a transaction)."""
         changed = 0
-        rows = self.conn.execute(
-            "select t.id, t.parent_id, t.kind, t.seq, t.tokens, t.first_kept_turn_id, "
-            "t.source_patch_json, t.depth, t.path_tokens, t.context_tokens, t.compaction_id, "
-            "t.compaction_count, t.run_start_seq, t.run_parent_id, k.kind "
-            "from turns t left join turns k on k.id = t.first_kept_turn_id "
-            "where t.session_id = ? order by t.seq",
-            [session_key],
-        ).fetchall()
-        for key, parent_key, kind, seq, tokens, kept_key, patch, *stored, kept_kind in rows:
-            # fields: depth, path_tokens, context_tokens, compaction_id, compaction_count,
-            # run_start_seq, run_parent_id, seq
-            if _gc_baseline(patch):
-                values[key] = [*stored, seq]
+        for _record, stored, expected in list(self._path_walk(session_key, repair=True)):
+            if expected is None:
                 continue
-            p = values.get(parent_key) if parent_key is not None else None
-            if parent_key is not None and p is None:
-                values[key] = [*stored, seq]  # parent missing or later: left for the report
-                continue
-            depth = 0 if p is None else p[0] + 1
-            if kind == "compaction":
-                path_tokens = 0 if p is None else p[1]
-                k = values.get(kept_key) if kept_key is not None else None
-                if k is None or p is None:
-                    context = tokens
-                else:
-                    own = 0 if kept_kind == "compaction" else self._tokens_of(kept_key)
-                    context = tokens + p[1] - k[1] + own
-                compaction, count = key, 1 + (0 if p is None else p[4])
-            else:
-                path_tokens = (0 if p is None else p[1]) + tokens
-                context = tokens + (0 if p is None else p[2])
-                compaction, count = (None if p is None else p[3]), (0 if p is None else p[4])
-            if p is not None and p[7] == seq - 1:
-                run_start, run_parent = p[5], p[6]
-            else:
-                run_start, run_parent = seq, parent_key
-            new = [depth, path_tokens, context, compaction, count, run_start, run_parent]
-            values[key] = [*new, seq]
-            if new != list(stored):
+            new = [getattr(expected, name) for name in STRUCTURAL]
+            if new != [getattr(stored, name) for name in STRUCTURAL]:
                 changed += 1
-                self.conn.execute(
+                self.db.execute(
                     "update turns set depth = ?, path_tokens = ?, context_tokens = ?, "
                     "compaction_id = ?, compaction_count = ?, run_start_seq = ?, "
                     "run_parent_id = ? where id = ?",
-                    [*new, key],
+                    [*new, stored.id],
                 )
         return changed
-
-    def _tokens_of(self, key: int) -> int:
-        return int(self.conn.execute("select tokens from turns where id = ?", [key]).fetchone()[0])
 
 
 def _gc_baseline(patch: str | None) -> bool:

@@ -2,7 +2,7 @@
 
 A session is copied whole, with the same public ids, tree, append order, active
 leaf, title, fork links and source records, through the importer's storing path
-(the batched writer of `IngestMixin.ingest`, as `restore_session` uses it), so the path values are
+(the batched writer of `Ingest.write_entries`, as `restore_session` uses it), so the path values are
 recomputed by the same code. Each session is copied in one transaction of the
 destination: an interrupted copy leaves whole sessions, and running it again
 copies only what is missing (a session's turns are a prefix of the source's:
@@ -12,17 +12,22 @@ count tokens with the same counter, so that stored counts stay comparable.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.errors import ConflictError, NexusError
-from nexus_store.store.ingest import IngestCounts, _prepared_batches, _Run
+from nexus_store.errors import ConflictError, ConstraintViolation, NexusError
+from nexus_store.store.db import Handle
+from nexus_store.store.export import Export
+from nexus_store.store.ingest import Ingest
+from nexus_store.store.reading import Reading
 
-__all__ = ["CopyMixin", "CopyProgress", "CopyReport"]
+if TYPE_CHECKING:
+    from nexus_store.tokens import TokenCounter
+
+__all__ = ["Copy", "CopyProgress", "CopyReport"]
 
 CopyProgress = Callable[[int, int, int], None]
 """Called as progress(sessions_done, sessions_total, turns_copied) after each session."""
@@ -79,14 +84,25 @@ class CopyReport(BaseModel):
     seconds: float = 0.0
 
 
-class CopyMixin:
-    """The copy methods of `Store` (see there)."""
+class Copy:
+    """``Store.copy_to``: this store's sessions into another store (part `Copy`).
 
-    conn: sqlite3.Connection
+    Args:
+        db: The database handle.
+        reading: The reading part (the source's turns).
+        export: The export part (the source's patches).
+        ingest: The ingest part (the destination's batched writer).
+    """
+
+    def __init__(self, db: Handle, reading: Reading, export: Export, ingest: Ingest) -> None:
+        self.db = db
+        self.reading = reading
+        self.export = export
+        self.ingest = ingest
 
     def copy_to(
         self,
-        other: Any,
+        other: Copy,
         *,
         session_ids: Sequence[str] | None = None,
         progress: CopyProgress | None = None,
@@ -98,7 +114,7 @@ class CopyMixin:
         so running the copy again copies nothing twice.
 
         Args:
-            other: The destination `Store` (SQLite or PostgreSQL).
+            other: The destination store's copy part (SQLite or PostgreSQL).
             session_ids: Only these sessions (default: all, in creation order).
             progress: Receives (sessions done, sessions total, turns copied).
 
@@ -111,24 +127,24 @@ class CopyMixin:
                 of the source session (nothing of it is overwritten).
         """
         started = time.monotonic()
-        mine = self.counter.name
-        theirs = other.counter.name
-        if mine != theirs and not other._take_counter(self.counter):
+        mine = self.db.counter.name
+        theirs = other.db.counter.name
+        if mine != theirs and not other.take_counter(self.db.counter):
             raise NexusError(
                 f"the source counts tokens with {mine!r} and the destination with {theirs!r}; "
                 f"copy into a new database (it takes the source's counter) or open the "
                 f"destination with counter={mine!r}"
             )
-        rows = self.conn.execute(_SOURCE_SESSIONS_SQL + " order by s.id").fetchall()
+        rows = self.db.execute(_SOURCE_SESSIONS_SQL + " order by s.id").fetchall()
         if session_ids is not None:
             wanted = set(session_ids)
             missing = wanted - {row[0] for row in rows}
             if missing:
-                self._session_row(sorted(missing)[0])  # type: ignore[attr-defined]  # raises
+                self.db.session_row(sorted(missing)[0])  # raises
             rows = [row for row in rows if row[0] in wanted]
         report = CopyReport(sessions=len(rows))
         for n, row in enumerate(rows, 1):
-            written = other._copy_session_from(self, row)
+            written = other.copy_session_from(self, row)
             if written is None:
                 report.skipped += 1
             else:
@@ -136,12 +152,13 @@ class CopyMixin:
                 report.turns += written
             if progress is not None:
                 progress(n, len(rows), report.turns)
-        if report.turns and hasattr(other, "analyze"):
-            other.analyze()  # PostgreSQL: plan the next queries with the new rows' statistics
+        if report.turns:
+            # PostgreSQL: plan the next queries with the new rows' statistics
+            other.db.dialect.analyze(other.db)
         report.seconds = round(time.monotonic() - started, 3)
         return report
 
-    def _take_counter(self, counter: Any) -> bool:
+    def take_counter(self, counter: TokenCounter) -> bool:
         """Count tokens with ``counter`` from now on, if no session (no count) is stored yet.
 
         A destination that some command opened first recorded the default counter; it
@@ -150,41 +167,43 @@ class CopyMixin:
         Returns:
             Whether the counter was taken.
         """
-        with self.atomic():  # type: ignore[attr-defined]
-            if self.conn.execute("select 1 from sessions limit 1").fetchone() is not None:
+        with self.db.atomic():
+            if self.db.execute("select 1 from sessions limit 1").fetchone() is not None:
                 return False
-            self.conn.execute(
+            self.db.execute(
                 "update settings set value = ? where key = 'token_counter'", [counter.name]
             )
-        self.counter = counter
+        self.db.counter = counter
         return True
 
-    def _copy_session_from(self, source: Any, row: Sequence[Any]) -> int | None:
+    def copy_session_from(self, source: Copy, row: Sequence[Any]) -> int | None:
         """Copy one session (a row of _SOURCE_SESSIONS_SQL) from ``source``; turns written."""
         uid, total = row[0], int(row[14])
-        with self.atomic():  # type: ignore[attr-defined]
-            found = self.conn.execute(
+        with self.db.atomic():
+            found = self.db.execute(
                 "select id, last_seq from sessions where uid = ?", [uid]
             ).fetchone()
             created = found is None
             if found is None:
                 try:
-                    cursor = self.conn.execute(_INSERT_SESSION_SQL, list(row[:11]))
-                except sqlite3.IntegrityError:
+                    new_key = self.db.dialect.insert_key(
+                        self.db, _INSERT_SESSION_SQL, list(row[:11])
+                    )
+                except ConstraintViolation:
                     raise ConflictError(
                         f"session {uid!r}: the destination holds another session imported from "
                         f"the same source ({row[5]} {row[7]}); not overwritten"
                     ) from None
-                key, last_seq = int(cursor.lastrowid or 0), -1
+                key = new_key
             else:
-                key, last_seq = int(found[0]), int(found[1])
-            self._lock_session(uid)  # type: ignore[attr-defined]
+                key = int(found[0])
+            self.db.lock_session(uid)
             have = int(
-                self.conn.execute(
+                self.db.execute(
                     "select count(*) from turns where session_id = ?", [key]
                 ).fetchone()[0]
             )
-            last_uid = self.conn.execute(
+            last_uid = self.db.execute(
                 "select uid from turns where session_id = ? order by seq desc limit 1", [key]
             ).fetchone()
             if have > total:
@@ -192,15 +211,15 @@ class CopyMixin:
                     f"session {uid!r} has {have} turns in the destination but {total} in the "
                     "source; not overwritten"
                 )
-            self.conn.execute(_FORK_SQL, [row[12], row[12], row[13], key])
-            written = self._copy_turns(source, uid, key, have, last_uid, last_seq)
-            self.conn.execute(
+            self.db.execute(_FORK_SQL, [row[12], row[12], row[13], key])
+            written, copied_seq = self._copy_turns(source, uid, key, have, last_uid)
+            self.db.execute(
                 _UPDATE_SESSION_SQL,
                 [
                     row[2],
                     row[4],
                     row[10],
-                    self._last_seq,
+                    copied_seq,
                     key,
                     row[11],
                     row[12],
@@ -213,22 +232,19 @@ class CopyMixin:
 
     def _copy_turns(
         self,
-        source: Any,
+        source: Copy,
         uid: str,
         key: int,
         have: int,
         last_uid: Sequence[Any] | None,
-        last_seq: int,
-    ) -> int:
-        counts = IngestCounts()
-
+    ) -> tuple[int, int]:
         def problem(line: int, kind: str, message: str, repaired: bool) -> None:
             raise ConflictError(f"session {uid!r}, turn {line}: {message}; nothing copied")
 
-        patches = source._patches(uid)
+        patches = source.export.patches(uid)
 
         def missing() -> Iterator[tuple[int, dict[str, Any], Any]]:
-            for n, turn in enumerate(source.iter_turns(uid)):
+            for n, turn in enumerate(source.reading.iter_turns(uid)):
                 if n < have:
                     if n == have - 1 and (last_uid is None or last_uid[0] != turn.id):
                         raise ConflictError(
@@ -239,12 +255,6 @@ class CopyMixin:
                     continue
                 yield n + 1, dict(turn.entry), patches.get(turn.id)
 
-        # The importer's batched writer (see IngestMixin.ingest): same rows, same checks.
-        run = _Run(self, key, uid, counts, problem)
-        for prepared in _prepared_batches(missing(), self.counter):
-            run.process(*prepared)
-        run.complete()
-        self._last_seq = run.last_seq
-        return counts.turns
-
-    _last_seq = -1
+        # The importer's batched writer: same rows, same checks.
+        counts, last_seq = self.ingest.write_entries(key, uid, missing(), problem)
+        return counts.turns, last_seq

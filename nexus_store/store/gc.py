@@ -1,4 +1,4 @@
-"""Retention: `Store.gc`, the only place nexus_store deletes rows.
+"""Retention: `Store.gc` (part `Gc`), the only place nexus_store deletes rows.
 
 ``gc`` removes what the caller asks for and keeps the tree valid:
 
@@ -32,14 +32,17 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.errors import NexusError
+from nexus_store.errors import DatabaseBusy, NexusError
+from nexus_store.store.db import Handle
+from nexus_store.store.dialect import not_available
 from nexus_store.store.gc_batches import GcBatches, GcProgress
+from nexus_store.store.reading import Reading
 
-__all__ = ["GcReport", "RetentionMixin"]
+__all__ = ["Gc", "GcReport"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -125,21 +128,17 @@ def _parse_time(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-class RetentionMixin:
-    """`Store.gc` (see the module docstring)."""
+class Gc:
+    """``Store.gc`` (see the module docstring); only where ``capabilities.gc``.
 
-    conn: sqlite3.Connection
-    filename: Path | None
+    Args:
+        db: The database handle.
+        reading: The reading part (the paths a kept leaf needs).
+    """
 
-    if TYPE_CHECKING:  # provided by Store
-
-        def atomic(self) -> contextlib.AbstractContextManager[Any]:
-            """Run the block in one write transaction."""
-            ...
-
-        def _session_row(self, session_id: str) -> tuple[int, int | None]: ...
-
-        def _path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]: ...
+    def __init__(self, db: Handle, reading: Reading) -> None:
+        self.db = db
+        self.reading = reading
 
     # -- gc ----------------------------------------------------------------------
 
@@ -188,6 +187,9 @@ class RetentionMixin:
                 given, or an age is not a number of days >= 0.
             SessionNotFound: If the session does not exist.
         """
+        if not self.db.dialect.capabilities.gc:
+            # (SQLite's deferred foreign keys and VACUUM have no PostgreSQL port yet)
+            raise not_available("gc", self.db.dialect)
         if (session_id is None) != all_sessions:
             raise NexusError("gc needs one session id, or all_sessions=True (not both)")
         for name, days in (
@@ -199,20 +201,20 @@ class RetentionMixin:
                 raise NexusError(f"gc {name} must be a number of days >= 0, not {days!r}")
         moment = now or datetime.now(UTC)
         if session_id is not None:
-            keys = [self._session_row(session_id)[0]]
+            keys = [self.db.session_row(session_id)[0]]
         else:
-            keys = [r[0] for r in self.conn.execute("select id from sessions order by id")]
+            keys = [r[0] for r in self.db.execute("select id from sessions order by id")]
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise NexusError(f"gc batch_size must be a whole number >= 1, not {batch_size!r}")
         before = self._file_bytes()
         plan = _GcPlan()
-        batches = GcBatches(self.conn, self.atomic)
+        batches = GcBatches(self.db)
         # Plan on a snapshot (a read transaction: writers go on meanwhile), then remove
         # in batches, each its own short write transaction (issue 18).
-        self.conn.execute("create temp table if not exists gc_doomed (id integer primary key)")
-        self.conn.execute("create temp table if not exists gc_batch (id integer primary key)")
+        self.db.execute("create temp table if not exists gc_doomed (id integer primary key)")
+        self.db.execute("create temp table if not exists gc_batch (id integer primary key)")
         with self._snapshot():
-            self.conn.execute("delete from temp.gc_doomed")
+            self.db.execute("delete from temp.gc_doomed")
             self._plan(
                 plan,
                 keys,
@@ -222,11 +224,11 @@ class RetentionMixin:
                 compacted_older_than,
                 sessions_older_than,
             )
-            plan.turn_count, turn_bytes = self.conn.execute(TURN_BYTES_SQL).fetchone()
-            plan.message_count, message_bytes = self.conn.execute(MESSAGE_BYTES_SQL).fetchone()
+            plan.turn_count, turn_bytes = self.db.execute(TURN_BYTES_SQL).fetchone()
+            plan.message_count, message_bytes = self.db.execute(MESSAGE_BYTES_SQL).fetchone()
             plan.bytes = int(turn_bytes) + int(message_bytes)
             order = batches.order()
-            state = batches.snapshot(self.conn)
+            state = batches.snapshot()
         skipped: set[int] = set()
         if not dry_run:
             try:
@@ -239,16 +241,16 @@ class RetentionMixin:
                     progress=progress,
                 )
             finally:
-                self.conn.execute("delete from temp.gc_doomed")
-                self.conn.execute("delete from temp.gc_batch")
+                self.db.execute("delete from temp.gc_doomed")
+                self.db.execute("delete from temp.gc_batch")
         else:
-            self.conn.execute("delete from temp.gc_doomed")
+            self.db.execute("delete from temp.gc_doomed")
         actions: list[str] = []
         if skipped:
             names = ", ".join(
                 repr(r[0])
                 for key in sorted(skipped)
-                for r in self.conn.execute("select uid from sessions where id = ?", [key])
+                for r in self.db.execute("select uid from sessions where id = ?", [key])
             )
             actions.append(
                 f"left the rest of the planned removals in {len(skipped)} session(s) written "
@@ -261,16 +263,16 @@ class RetentionMixin:
                 f"{plan.message_count} messages"
             )
         after = before
-        if not dry_run and vacuum and self.filename is not None:
-            self.conn.execute("pragma wal_checkpoint(truncate)")
+        if not dry_run and vacuum and self.db.filename is not None:
+            self.db.execute("pragma wal_checkpoint(truncate)")
             done = "checkpointed the WAL and vacuumed"
             try:
-                self.conn.execute("vacuum")
-            except sqlite3.OperationalError as err:
+                self.db.execute("vacuum")
+            except (sqlite3.OperationalError, DatabaseBusy) as err:
                 # Another process holds the write lock: the removal is committed; only
                 # the space waits for a later gc (never "database is locked" to the caller).
                 done = f"checkpointed the WAL; vacuum skipped ({err}): run gc again later"
-            busy = self.conn.execute("pragma wal_checkpoint(truncate)").fetchone()[0]
+            busy = self.db.execute("pragma wal_checkpoint(truncate)").fetchone()[0]
             after = self._file_bytes()
             if busy:
                 done += " (a reader kept the WAL open; it shrinks at the next checkpoint)"
@@ -303,7 +305,7 @@ class RetentionMixin:
             self._old_sessions(plan, keys, moment - timedelta(days=session_days))
         for key in keys:
             if key in plan.sessions:
-                self.conn.execute(
+                self.db.execute(
                     "insert into temp.gc_doomed select id from turns where session_id = ?", [key]
                 )
                 continue
@@ -315,15 +317,15 @@ class RetentionMixin:
                 )
 
     def _file_bytes(self) -> int | None:
-        if self.filename is None:
+        if self.db.filename is None:
             return None
-        files = (Path(str(self.filename) + suffix) for suffix in ("", "-wal"))
+        files = (Path(str(self.db.filename) + suffix) for suffix in ("", "-wal"))
         return sum(p.stat().st_size for p in files if p.exists())
 
     def _old_sessions(self, plan: _GcPlan, keys: Sequence[int], cutoff: datetime) -> None:
         old: dict[int, str] = {}
         for key in keys:
-            uid, updated = self.conn.execute(
+            uid, updated = self.db.execute(
                 "select uid, updated_utc from sessions where id = ?", [key]
             ).fetchone()
             when = _parse_time(updated)
@@ -334,7 +336,7 @@ class RetentionMixin:
         while changed:
             changed = False
             for key in list(old):
-                forks = self.conn.execute(
+                forks = self.db.execute(
                     "select uid, id from sessions where parent_session_id = ?", [key]
                 ).fetchall()
                 alive = [uid for uid, child in forks if child not in old]
@@ -348,9 +350,9 @@ class RetentionMixin:
 
     def _anchors(self, session_key: int, keep: set[str]) -> list[int]:
         """Turns whose context must not change: the active leaf, kept turns, fork points."""
-        anchors = [r[0] for r in self.conn.execute(ANCHORS_SQL, [session_key, session_key])]
+        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key, session_key])]
         for uid in keep:
-            row = self.conn.execute(
+            row = self.db.execute(
                 "select id from turns where session_id = ? and uid = ?", [session_key, uid]
             ).fetchone()
             if row is not None:
@@ -360,7 +362,7 @@ class RetentionMixin:
     def _tree(self, session_key: int) -> list[tuple[int, int | None, str, str | None, str | None]]:
         return [
             (r[0], r[1], r[2], r[3], r[4])
-            for r in self.conn.execute(
+            for r in self.db.execute(
                 "select id, parent_id, kind, created_utc, target_uid from turns where "
                 "session_id = ? and id not in (select id from temp.gc_doomed) order by seq",
                 [session_key],
@@ -368,18 +370,18 @@ class RetentionMixin:
         ]
 
     def _uids(self, session_key: int) -> dict[int, str]:
-        rows = self.conn.execute("select id, uid from turns where session_id = ?", [session_key])
+        rows = self.db.execute("select id, uid from turns where session_id = ?", [session_key])
         return {int(r[0]): str(r[1]) for r in rows}
 
     def _doom(self, keys: Iterable[int]) -> None:
-        self.conn.executemany("insert into temp.gc_doomed (id) values (?)", [[k] for k in keys])
+        self.db.executemany("insert into temp.gc_doomed (id) values (?)", [[k] for k in keys])
 
     def _mark_dead_branches(self, session_key: int, keep: set[str], cutoff: datetime) -> int:
         tree = self._tree(session_key)
         uid_of = self._uids(session_key)
         live: set[int] = set()
         for anchor in self._anchors(session_key, keep):
-            live.update(self._path_keys(session_key, anchor))
+            live.update(self.reading.path_keys(session_key, anchor))
         labels = {k: target for k, _p, kind, _c, target in tree if kind == "label" and target}
         while True:
             doomed = self._old_subtrees(tree, live, cutoff)
@@ -390,7 +392,7 @@ class RetentionMixin:
             if not pinned:
                 break
             for key in pinned:
-                live.update(self._path_keys(session_key, key))
+                live.update(self.reading.path_keys(session_key, key))
         self._doom(doomed)
         return len(doomed)
 
@@ -415,12 +417,12 @@ class RetentionMixin:
 
     def _needed(self, session_key: int, keep: set[str]) -> set[int]:
         """Turns that some remaining leaf's (or anchor's) context uses."""
-        leaves = [r[0] for r in self.conn.execute(LEAVES_SQL, [session_key])]
+        leaves = [r[0] for r in self.db.execute(LEAVES_SQL, [session_key])]
         needed: set[int] = set()
         for leaf in {*leaves, *self._anchors(session_key, keep)}:
-            row = self.conn.execute(STOP_DEPTH_SQL, [leaf]).fetchone()
+            row = self.db.execute(STOP_DEPTH_SQL, [leaf]).fetchone()
             stop = row[1] if row[1] is not None else (row[0] if row[0] is not None else 0)
-            needed.update(self._path_keys(session_key, leaf, stop))
+            needed.update(self.reading.path_keys(session_key, leaf, stop))
         return needed
 
     def _mark_compacted(
@@ -445,7 +447,7 @@ class RetentionMixin:
                 break
             old -= pinned
         self._doom(sorted(old))
-        session_uid = self.conn.execute(
+        session_uid = self.db.execute(
             "select uid from sessions where id = ?", [session_key]
         ).fetchone()[0]
         plan.reparented.extend(
@@ -458,15 +460,15 @@ class RetentionMixin:
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[None]:
         """A read transaction: one consistent view, no write lock (WAL readers never block)."""
-        if self.conn.in_transaction:  # inside a caller's atomic(): its view already
+        if self.db.conn.in_transaction:  # inside a caller's atomic(): its view already
             yield
             return
-        self.conn.execute("begin")
+        self.db.execute("begin")
         try:
             yield
         finally:
-            if self.conn.in_transaction:
-                self.conn.execute("commit")
+            if self.db.conn.in_transaction:
+                self.db.execute("commit")
 
 
 class _GcPlan:

@@ -1,0 +1,433 @@
+"""Appending turns: the write path of a session (part `Appends`).
+
+An append reads the session and the parent row in one statement, computes the new
+turn's path values with `nexus_store.store.pathvalues.path_values`, and inserts the
+turn and its messages, all in one transaction; two writers appending to the same
+parent make two siblings, a branch, and lose nothing. `turn_values` builds the
+column values of a turn; imports and copies call it too, so a turn is written one
+way whatever its source.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
+from nexus_store.models import Turn
+from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
+from nexus_store.store.db import Handle, unstorable, utc_now
+from nexus_store.store.leaves import dangling
+from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
+from nexus_store.store.reading import Reading
+from nexus_store.store.sql import (
+    INSERT_MESSAGE_SQL,
+    PARENT_BY_UID_SQL,
+    SESSION_AND_LEAF_SQL,
+    SESSION_AND_PARENT_SQL,
+    TURN_COLUMNS,
+)
+from nexus_store.tokens import TokenCounter, message_tokens
+
+__all__ = ["ACTIVE_LEAF", "Appends", "turn_values"]
+
+
+class _ActiveLeaf:
+    def __repr__(self) -> str:
+        return "ACTIVE_LEAF"
+
+
+ACTIVE_LEAF: Any = _ActiveLeaf()
+"""Parent marker: append as a child of the session's active leaf (the default)."""
+
+
+class Appends:
+    """Appending entries to sessions (``Store.append_*``, ``set_label``).
+
+    Args:
+        db: The database handle.
+        reading: The reading part (an id is checked before a label names it).
+    """
+
+    def __init__(self, db: Handle, reading: Reading) -> None:
+        self.db = db
+        self.reading = reading
+
+    def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> Turn:
+        """Append a pi v3 entry as a new turn and make it the active leaf.
+
+        Args:
+            session_id: The session.
+            entry: ``{"type": ..., ...}``. ``"id"`` is optional (generated). Without a
+                ``"parentId"`` key the turn is a child of the active leaf;
+                ``"parentId": None`` makes a new root; a turn id makes a child of it
+                (appending twice to one parent makes a branch).
+
+        Returns:
+            The new turn.
+
+        Raises:
+            SessionNotFound: If the session does not exist.
+            TurnNotFound: If ``parentId`` names no turn of this session.
+            InvalidEntry: If the entry breaks the model's rules (no type, a message
+                without a role, a compaction whose first kept turn is not an ancestor,
+                a duplicated id, ...).
+        """
+        if not isinstance(entry, Mapping):
+            raise InvalidEntry(f"an entry must be a dict, not {type(entry).__name__}")
+        entry = dict(entry)
+        _validate_native(entry)
+        db = self.db
+        with db.atomic():
+            explicit = "parentId" in entry and entry["parentId"] is not None
+            if explicit and not isinstance(entry["parentId"], str):
+                raise InvalidEntry(
+                    f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
+                )
+            if explicit and unstorable(entry["parentId"]):
+                # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
+                raise TurnNotFound(
+                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
+                )
+            db.lock_session(session_id)
+            if explicit:
+                row = db.execute(SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]).fetchone()
+            else:
+                row = db.execute(SESSION_AND_LEAF_SQL, [session_id]).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+            session_key, last_seq, fork_key = row[0], row[1], row[2]
+            parent = (
+                None
+                if row[3] is None or ("parentId" in entry and not explicit)
+                else PathRow._make(row[3:])
+            )
+            if explicit and parent is None:
+                raise TurnNotFound(
+                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
+                )
+            if parent is None and "parentId" not in entry:
+                # refuse, never misroute to a new root (issue 18: a dangling active leaf)
+                active = db.session_row(session_id)[1]
+                if active is not None:
+                    raise dangling(session_id, active)
+            fork = None
+            if parent is None and fork_key is not None:
+                # A root of a forked session continues the parent session's path.
+                fork = db.parent_row(fork_key)
+            now = utc_now()
+            if "timestamp" not in entry:
+                entry["timestamp"] = now
+            turn, key = self._insert_turn(
+                session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
+            )
+            db.execute(
+                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
+                "where id = ?",
+                [key, now, turn.seq, session_key],
+            )
+        return turn
+
+    def append_message(
+        self, session_id: str, message: Mapping[str, Any], *, parent_id: Any = ACTIVE_LEAF
+    ) -> Turn:
+        """Append one agent message (a ``message`` turn).
+
+        Args:
+            session_id: The session.
+            message: A pi agent message, e.g. ``{"role": "user", "content": "hi",
+                "timestamp": 0}``.
+            parent_id: ACTIVE_LEAF (default), None for a new root, or a turn id.
+
+        Returns:
+            The new turn.
+        """
+        return self.append_entry(
+            session_id, _with_parent({"type": "message", "message": message}, parent_id)
+        )
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        parent_id: Any = ACTIVE_LEAF,
+    ) -> Turn:
+        """Append a whole exchange as one turn carrying several messages, in order."""
+        entry = {"type": "message", "messages": [dict(m) for m in messages]}
+        return self.append_entry(session_id, _with_parent(entry, parent_id))
+
+    def append_compaction(
+        self,
+        session_id: str,
+        summary: str,
+        first_kept_turn_id: str,
+        tokens_before: int,
+        *,
+        parent_id: Any = ACTIVE_LEAF,
+        **fields: Any,
+    ) -> Turn:
+        """Append a compaction turn (its first kept turn must be an ancestor).
+
+        Extra keyword fields (``tokensAfter``, ``trigger``, ``layer``, ``details``,
+        ``customInstruction``, ``messagesCompacted``) are stored on the entry.
+        """
+        entry = {
+            "type": "compaction",
+            "summary": summary,
+            "firstKeptEntryId": first_kept_turn_id,
+            "tokensBefore": tokens_before,
+            **fields,
+        }
+        return self.append_entry(session_id, _with_parent(entry, parent_id))
+
+    def append_branch_summary(
+        self, session_id: str, from_id: str | None, summary: str, *, details: Any = None
+    ) -> Turn:
+        """Go back to ``from_id`` (None: before the first turn) with a summary of the branch left.
+
+        As pi's ``branchWithSummary``: the summary turn becomes a child of ``from_id``
+        and the new active leaf.
+        """
+        entry: dict[str, Any] = {
+            "type": "branch_summary",
+            "parentId": from_id,
+            "fromId": from_id if from_id is not None else "root",
+            "summary": summary,
+        }
+        if details is not None:
+            entry["details"] = details
+        return self.append_entry(session_id, entry)
+
+    def set_label(self, session_id: str, target_id: str, label: str | None) -> Turn:
+        """Set (or clear, with None or "") the label of a turn, as a ``label`` turn."""
+        self.reading.get_turn(session_id, target_id)
+        entry: dict[str, Any] = {"type": "label", "targetId": target_id}
+        if label is not None:
+            entry["label"] = label
+        return self.append_entry(session_id, entry)
+
+    def _insert_turn(
+        self,
+        session_key: int,
+        session_id: str,
+        parent: PathRow | None,
+        entry: dict[str, Any],
+        *,
+        seq: int,
+        fork: PathRow | None = None,
+    ) -> tuple[Turn, int]:
+        """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
+
+        ``fork``: for a root of a forked session, the parent session's fork turn, from
+        which the root takes its path values (it stays a root of its own session).
+
+        Returns:
+            The turn and its key. The caller updates the session's ``last_seq`` (and
+            the active leaf).
+        """
+        db = self.db
+        kind, skip, message_dicts = turn_payload(entry)
+        counts = [message_tokens(db.counter, m) for m in message_dicts]
+        # A compaction points at itself (compaction_id), so its key is taken before the
+        # insert (the dialect's next_turn_key is ours alone).
+        key: int | None = db.next_turn_key() if kind == "compaction" else None
+        uid = entry.get("id")
+        generated = not isinstance(uid, str)
+        if generated and "id" in entry:
+            raise InvalidEntry(f"entry id must be a string, not {entry['id']!r}")
+        values, child = turn_values(
+            db,
+            session_key,
+            session_id,
+            parent,
+            entry,
+            kind,
+            skip,
+            message_dicts,
+            counts,
+            seq=seq,
+            key=key,
+            uid=uid if isinstance(uid, str) else "",
+            native=True,
+            fork=fork,
+        )
+        inserted = None
+        for _attempt in range(100):
+            if generated:
+                values["uid"] = secrets.token_hex(4)
+            inserted = db.dialect.insert_turn(db, [values[c] for c in TURN_COLUMNS])
+            if inserted is not None:
+                break
+            if not generated:
+                raise InvalidEntry(
+                    f"a turn with id {uid!r} already exists in session {session_id!r}"
+                )
+        if inserted is None:
+            raise InvalidEntry(f"no free generated turn id in session {session_id!r}")
+        key = inserted if key is None else key
+        rows = message_rows(key, message_dicts, counts)
+        if rows:
+            db.executemany(INSERT_MESSAGE_SQL, rows)
+        final = dict(entry)
+        final["id"] = values["uid"]
+        final["parentId"] = None if parent is None else parent.uid
+        model_json = values["active_model_json"]
+        turn = Turn.model_construct(
+            id=values["uid"],
+            session_id=session_id,
+            parent_id=final["parentId"],
+            kind=kind,
+            seq=seq,
+            timestamp=values["created_utc"],
+            depth=values["depth"],
+            tokens=values["tokens"],
+            path_tokens=values["path_tokens"],
+            context_tokens=values["context_tokens"],
+            compactions=values["compaction_count"],
+            compaction_id=child.compaction_uid,
+            model=None if model_json is None else json.loads(model_json),
+            thinking_level=values["active_thinking_level"],
+            entry=final,
+        )
+        return turn, key
+
+
+def turn_values(
+    db: Handle,
+    session_key: int,
+    session_id: str,
+    parent: PathRow | None,
+    entry: dict[str, Any],
+    kind: str,
+    skip: frozenset[str],
+    message_dicts: list[dict[str, Any]],
+    counts: list[int],
+    *,
+    seq: int,
+    key: int | None,
+    uid: str,
+    native: bool,
+    patch: Mapping[str, Any] | None = None,
+    fork: PathRow | None = None,
+) -> tuple[dict[str, Any], PathRow]:
+    """The column values of a new turn, and its row as a parent of later turns.
+
+    Appends, imports and copies all write a turn's row with this function. Path
+    values come from `path_values`; a compaction's first kept turn is resolved
+    (and, for native appends, must be an ancestor; an import keeps what it says).
+
+    Raises:
+        InvalidEntry: If a native compaction's first kept turn is not an ancestor.
+    """
+    fields = encode_entry_fields(entry, skip)
+    tokens = sum(counts)
+    if kind in ("branch_summary", "compaction"):
+        summary = entry.get("summary")
+        if isinstance(summary, str) and summary:
+            tokens = _summary_tokens(db.counter, summary)
+    base = parent if parent is not None else fork
+    kept: PathRow | None = None
+    if kind == "compaction":
+        first_uid = entry.get("firstKeptEntryId")
+        found: PathRow | None = None
+        if isinstance(first_uid, str):
+            row = db.execute(PARENT_BY_UID_SQL, [session_key, first_uid]).fetchone()
+            found = None if row is None else PathRow._make(row)
+        if found is not None and base is not None and db.is_ancestor(found, base):
+            kept = found
+        elif native:
+            # (a compaction naming itself is no ancestor either: issue 18; an import
+            # keeps what a transcript wrote, where it keeps nothing before it)
+            raise InvalidEntry(
+                f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
+                f"compaction in session {session_id!r}; keep a turn on the path to its parent"
+            )
+    path = path_values(
+        parent,
+        key=key,
+        seq=seq,
+        kind=kind,
+        tokens=tokens,
+        fork=fork,
+        kept=kept,
+        entry=entry,
+        messages=message_dicts,
+    )
+    values: dict[str, Any] = dict.fromkeys(TURN_COLUMNS)
+    values.update(fields)
+    values.update(zip(PathValues._fields, path, strict=True))
+    values.update(
+        id=key,
+        session_id=session_key,
+        uid=uid,
+        parent_id=None if parent is None else parent.id,
+        seq=seq,
+        kind=kind,
+        tokens=tokens,
+        first_kept_turn_id=None if kept is None else kept.id,
+        source_patch_json=dumps(patch) if patch else None,
+    )
+    child = child_row(
+        path, key=key or 0, seq=seq, kind=kind, tokens=tokens, uid=uid, parent=parent, fork=fork
+    )
+    return values, child
+
+
+def _summary_tokens(counter: TokenCounter, summary: str) -> int:
+    return message_tokens(counter, {"role": "compactionSummary", "summary": summary})
+
+
+def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
+    if parent_id is not ACTIVE_LEAF:
+        entry["parentId"] = parent_id
+    return entry
+
+
+def _validate_native(entry: dict[str, Any]) -> None:
+    for key, value in entry.items():
+        # Entries are JSON: refuse what JSON cannot hold here, not as a TypeError later.
+        try:
+            # (no NaN or Infinity: JSON has none, and JavaScript writes them as null)
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as err:
+            raise InvalidEntry(f"entry field {key!r} is not JSON: {err}") from None
+        if not isinstance(key, str) or unstorable(key):
+            raise InvalidEntry(f"entry keys must be text, not {key!r}")
+    if unstorable(entry.get("id")):
+        raise InvalidEntry(f"entry id {entry['id']!r} holds a lone surrogate or NUL (not text)")
+    kind = entry.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidEntry(
+            f"an entry needs a 'type' string (message, compaction, ...), got {kind!r}"
+        )
+    if kind == "session":
+        raise InvalidEntry("'session' is a transcript header, not an entry; use create_session()")
+    if kind == "message":
+        if "message" in entry:
+            message = entry["message"]
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise InvalidEntry("a message entry needs 'message': a dict with a 'role' string")
+        elif "messages" in entry:
+            messages = entry["messages"]
+            if (
+                not isinstance(messages, list)
+                or not messages
+                or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            ):
+                raise InvalidEntry(
+                    "'messages' must be a non-empty list of dicts with a 'role' string"
+                )
+        else:
+            raise InvalidEntry("a message entry needs a 'message' dict")
+    elif kind == "compaction":
+        if not isinstance(entry.get("summary"), str):
+            raise InvalidEntry("a compaction entry needs a 'summary' string")
+        if not isinstance(entry.get("firstKeptEntryId"), str):
+            raise InvalidEntry(
+                "a compaction entry needs 'firstKeptEntryId': the id of an ancestor turn"
+            )
+    elif kind == "label" and not isinstance(entry.get("targetId"), str):
+        raise InvalidEntry("a label entry needs a 'targetId' string")

@@ -1,0 +1,257 @@
+"""The database handle every part of the store shares (issue 14).
+
+A `Handle` holds one connection and the `Dialect` of its backend, the token
+counter, and what every part needs around them: `Handle.execute` (the one place
+a driver call passes through: a driver error leaves it as nexus_store's error, by
+the dialect's `translate_error`), `Handle.atomic` (one write transaction, a
+savepoint when nested), the lookups of a session's or turn's key by its public
+id, and the clock. Parts (`Reading(db)`, `Appends(db)`, ...) take the handle in
+their constructor, as sqlite-utils' ``Table(db, name)`` and llm's ``LogStore(db)``
+do; none inherits another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nexus_store.errors import (
+    DatabaseBusy,
+    NexusError,
+    ReadOnlyError,
+    SessionNotFound,
+    TurnNotFound,
+)
+from nexus_store.rows import is_storable_text
+from nexus_store.store import driver_errors
+from nexus_store.store.pathvalues import PARENT_COLUMNS, PathRow
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from nexus_store.store.dialect import Dialect
+    from nexus_store.tokens import TokenCounter
+
+__all__ = ["BUSY_RETRY_SECONDS", "Handle", "unstorable", "utc_now"]
+
+BUSY_RETRY_SECONDS = 30.0
+"""How long `Handle.atomic` keeps retrying a busy SQLite file before `DatabaseBusy`."""
+
+_clock: list[Any] = [-1, ""]  # (second, its "YYYY-MM-DDTHH:MM:SS." prefix): strftime is slow
+
+# A turn's row as a parent of new turns (PathRow), by key.
+_PARENT_ROW_SQL = (
+    f"select {PARENT_COLUMNS} from turns t left join turns pc on pc.id = t.compaction_id "
+    "where t.id = ?"
+)
+# Whether :ancestor (at depth :depth) is on the path of :node: walk up to that depth.
+_ANCESTOR_SQL = (
+    "with recursive up(id, parent_id, depth) as ("
+    " select id, parent_id, depth from turns where id = ?"
+    " union all select t.id, t.parent_id, t.depth"
+    " from up join turns t on t.id = up.parent_id"
+    " where up.depth > ?) select id from up where depth = ?"
+)
+
+
+def utc_now() -> str:
+    """Now as ISO 8601 UTC with milliseconds, the way JavaScript's toISOString writes it."""
+    now = time.time()
+    second = int(now)
+    if second != _clock[0]:
+        _clock[0] = second
+        _clock[1] = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+    return f"{_clock[1]}{int((now - second) * 1000):03d}Z"
+
+
+def unstorable(value: object) -> bool:
+    """Whether a value is a string that cannot be a text column (see is_storable_text)."""
+    return isinstance(value, str) and not is_storable_text(value)
+
+
+class Handle:
+    """One open database: its connection, dialect and counter, shared by the parts.
+
+    Args:
+        conn: The connection (`sqlite3.Connection`, or the PostgreSQL adapter).
+        dialect: The backend's `Dialect`.
+        where: The file or server, for messages (a URL without its password).
+        filename: The database file (None in memory or on a server).
+        sqlite_db: The `sqlite_utils.Database` around ``conn`` (SQLite only).
+        read_only: Why the database cannot be written (a read-only file or folder),
+            or None when it can; `atomic` then refuses every write.
+    """
+
+    counter: TokenCounter
+
+    def __init__(
+        self,
+        conn: Any,
+        dialect: Dialect,
+        *,
+        where: str,
+        filename: Path | None = None,
+        sqlite_db: sqlite_utils.Database | None = None,
+        read_only: str | None = None,
+    ) -> None:
+        self.conn = conn
+        self.read_only = read_only
+        self.dialect = dialect
+        self.where = where
+        self.filename = filename
+        self.sqlite_db = sqlite_db
+
+    # -- the one door to the driver ---------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        """Run one statement; a driver error comes out as the dialect translates it."""
+        try:
+            return self.conn.execute(sql, params)
+        except self.dialect.driver_errors as err:
+            translated = self.dialect.translate_error(err, self.where)
+            if translated is err:
+                raise
+            raise translated from err
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        """Run one statement per parameter set (errors translated as by `execute`)."""
+        try:
+            self.conn.executemany(sql, rows)
+        except self.dialect.driver_errors as err:
+            translated = self.dialect.translate_error(err, self.where)
+            if translated is err:
+                raise
+            raise translated from err
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Run the block in one write transaction (a savepoint when nested).
+
+        The outermost block begins with the dialect's statement (SQLite takes the
+        write lock at once, ``BEGIN IMMEDIATE``), retrying with backoff while another
+        process holds the lock, up to `BUSY_RETRY_SECONDS`; then `DatabaseBusy`.
+
+        A driver error that escapes the block (one no part handled) comes out as
+        nexus_store's (`driver_errors.translate`, issue 18); the transaction is rolled
+        back, so what was committed before is intact.
+
+        Raises:
+            ReadOnlyError: If the database cannot be written (`read_only`).
+        """
+        if self.read_only:
+            raise ReadOnlyError(
+                f"cannot write to {self.filename}: {self.read_only}; reading works, nothing was "
+                "changed"
+            )
+        if self.conn.in_transaction:
+            # A fixed savepoint name keeps the statements in sqlite3's cache (appends
+            # inside a caller's atomic() are the batched hot path); names may nest, on
+            # both backends (the innermost of a name is the one released).
+            self.execute("savepoint nexus_nested")
+            try:
+                yield
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.execute("rollback to savepoint nexus_nested")
+                    self.execute("release savepoint nexus_nested")
+                raise
+            self.execute("release savepoint nexus_nested")
+            return
+        self._begin()
+        try:
+            yield
+            self.execute("commit")
+        except BaseException as err:
+            if self.conn.in_transaction:
+                with contextlib.suppress(*self.dialect.driver_errors, NexusError):
+                    self.conn.execute("rollback")
+            if driver_errors.is_driver_error(err):  # issue 18: no raw driver error escapes
+                raise driver_errors.translate(err, self.where) from err
+            raise
+
+    def _begin(self) -> None:
+        deadline = time.monotonic() + BUSY_RETRY_SECONDS
+        delay = 0.005
+        while True:
+            try:
+                self.execute(self.dialect.begin_sql)
+                return
+            except DatabaseBusy:
+                if time.monotonic() > deadline:
+                    raise DatabaseBusy(
+                        f"the database {self.where} is locked by another writer and stayed "
+                        f"locked for {BUSY_RETRY_SECONDS:.0f}s; try again",
+                        where=self.where,
+                    ) from None
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+
+    # -- keys ---------------------------------------------------------------------------
+
+    def session_row(self, session_id: str) -> tuple[int, int | None]:
+        """``(key, active leaf key)`` of a session.
+
+        Raises:
+            SessionNotFound: If there is no such session.
+        """
+        if unstorable(session_id):
+            raise SessionNotFound(f"no session with id {session_id!r} (not valid UTF-8)")
+        row = self.execute(
+            "select id, active_leaf_id from sessions where uid = ?", [session_id]
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return row[0], row[1]
+
+    def session_key(self, session_id: str) -> int:
+        """The key of a session (raises SessionNotFound)."""
+        return self.session_row(session_id)[0]
+
+    def turn_key(self, session_key: int, session_id: str, turn_id: str) -> int:
+        """The key of a turn of a session.
+
+        Raises:
+            TurnNotFound: If the session has no such turn.
+        """
+        if unstorable(turn_id):
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
+        row = self.execute(
+            "select id from turns where session_id = ? and uid = ?", [session_key, turn_id]
+        ).fetchone()
+        if row is None:
+            raise TurnNotFound(f"no turn with id {turn_id!r} in session {session_id!r}")
+        return int(row[0])
+
+    def parent_row(self, key: int) -> PathRow | None:
+        """A turn's row as the parent (or fork point) of new turns."""
+        row = self.execute(_PARENT_ROW_SQL, [key]).fetchone()
+        return None if row is None else PathRow._make(row)
+
+    def is_ancestor(self, ancestor: PathRow, node: PathRow) -> bool:
+        """Whether ``ancestor`` is ``node`` or one of its ancestors."""
+        if node.depth < ancestor.depth:
+            return False
+        row = self.execute(_ANCESTOR_SQL, [node.id, ancestor.depth, ancestor.depth]).fetchone()
+        return row is not None and row[0] == ancestor.id
+
+    def allocate_keys(self, count: int, floor: int) -> list[int]:
+        """Keys for ``count`` new turns, each at least ``floor``, in increasing order."""
+        return self.dialect.allocate_keys(self, count, floor)
+
+    def next_turn_key(self) -> int:
+        """A key for one new turn taken before its insert (a compaction names itself)."""
+        return int(self.execute(self.dialect.statements.next_turn_key).fetchone()[0])
+
+    def lock_session(self, session_id: str) -> None:
+        """Serialize the appends of one session (inside a transaction)."""
+        self.dialect.lock_session(self, session_id)
