@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_store.compaction.prune import PruneConfig, prune_context, pruned_message
 from nexus_store.errors import InvalidArgument
-from nexus_store.prune import PruneConfig, prune_context, pruned_message
 
 __all__ = ["Fitted", "check_budget", "fit_to_budget"]
 

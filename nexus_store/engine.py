@@ -22,18 +22,18 @@ from pydantic import BaseModel, ConfigDict
 
 from nexus_store import __version__
 from nexus_store.budget import check_budget, fit_to_budget
-from nexus_store.errors import NexusError
-from nexus_store.models import Turn
-from nexus_store.policy import (
+from nexus_store.compaction.policy import (
     CompactionConfig,
     evaluate_degradation,
     select_layer,
     should_block_auto_compaction,
     should_compact,
 )
-from nexus_store.prune import tool_output_tokens
+from nexus_store.compaction.prune import tool_output_tokens
+from nexus_store.compaction.summarizer import Summarizer
+from nexus_store.errors import NexusError
+from nexus_store.models import Turn
 from nexus_store.store import Store
-from nexus_store.summarizer import Summarizer
 
 __all__ = [
     "AfterTurnResult",

@@ -14,6 +14,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from nexus_store.blocks import (
+    content_blocks,
+    images,
+    iter_blocks,
+    texts,
+    thinking_texts,
+    tool_calls,
+)
+
 __all__ = ["bash_execution_text", "render_messages", "to_llm_messages"]
 
 COMPACTION_SUMMARY_PREFIX = (
@@ -81,20 +90,12 @@ def to_llm_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [_text(content)]
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, dict)]
-    return []
-
-
 def _openai_parts(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    for block in blocks:
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
+    for kind, block in iter_blocks(blocks):
+        if kind == "text":
             parts.append({"type": "text", "text": block["text"]})
-        elif block.get("type") == "image":
+        elif kind == "image":
             url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
     if all(p["type"] == "text" for p in parts):
@@ -106,11 +107,11 @@ def _render_openai(llm: list[dict[str, Any]], keep_thinking: bool) -> list[dict[
     out: list[dict[str, Any]] = []
     for m in llm:
         role = m["role"]
-        blocks = _blocks(m.get("content"))
+        blocks = content_blocks(m.get("content"))
         if role == "user":
             out.append({"role": "user", "content": _openai_parts(blocks)})
         elif role == "assistant":
-            text = "".join(b["text"] for b in blocks if b.get("type") == "text" and b.get("text"))
+            text = "".join(texts(blocks, nonempty=True))
             calls = [
                 {
                     "id": b.get("id"),
@@ -120,43 +121,38 @@ def _render_openai(llm: list[dict[str, Any]], keep_thinking: bool) -> list[dict[
                         "arguments": json.dumps(b.get("arguments", {}), ensure_ascii=False),
                     },
                 }
-                for b in blocks
-                if b.get("type") == "toolCall"
+                for b in tool_calls(blocks)
             ]
             message: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 message["tool_calls"] = calls
             if keep_thinking:
-                thinking = "".join(
-                    b["thinking"]
-                    for b in blocks
-                    if b.get("type") == "thinking" and b.get("thinking")
-                )
+                thinking = "".join(thinking_texts(blocks, nonempty=True))
                 if thinking:
                     message["reasoning_content"] = thinking
             if message["content"] is None and not calls and "reasoning_content" not in message:
                 continue
             out.append(message)
         elif role == "toolResult":
-            texts = [b["text"] for b in blocks if b.get("type") == "text" and b.get("text")]
-            images = [b for b in blocks if b.get("type") == "image"]
+            result_texts = texts(blocks, nonempty=True)
+            attached = images(blocks)
             out.append(
                 {
                     "role": "tool",
                     "tool_call_id": m.get("toolCallId"),
-                    "content": "\n".join(texts)
-                    if texts
-                    else ("(see attached image)" if images else ""),
+                    "content": "\n".join(result_texts)
+                    if result_texts
+                    else ("(see attached image)" if attached else ""),
                 }
             )
-            if images:
+            if attached:
                 # Tool messages cannot carry images in the chat API: attach them after it.
                 out.append(
                     {
                         "role": "user",
                         "content": [
                             {"type": "text", "text": "Attached image(s) from tool result:"},
-                            *_openai_list(images),
+                            *_openai_list(attached),
                         ],
                     }
                 )
@@ -170,10 +166,10 @@ def _openai_list(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _anthropic_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for block in blocks:
-        if block.get("type") == "text" and block.get("text"):
+    for kind, block in iter_blocks(blocks):
+        if kind == "text" and block["text"]:
             out.append({"type": "text", "text": block["text"]})
-        elif block.get("type") == "image":
+        elif kind == "image":
             out.append(
                 {
                     "type": "image",
@@ -200,16 +196,15 @@ def _render_anthropic(llm: list[dict[str, Any]], keep_thinking: bool) -> list[di
 
     for m in llm:
         role = m["role"]
-        blocks = _blocks(m.get("content"))
+        blocks = content_blocks(m.get("content"))
         if role == "user":
             add("user", _anthropic_blocks(blocks))
         elif role == "assistant":
             content: list[dict[str, Any]] = []
-            for block in blocks:
-                kind = block.get("type")
-                if kind == "text" and block.get("text"):
+            for kind, block in iter_blocks(blocks):
+                if kind == "text" and block["text"]:
                     content.append({"type": "text", "text": block["text"]})
-                elif kind == "thinking" and keep_thinking and block.get("thinking"):
+                elif kind == "thinking" and keep_thinking and block["thinking"]:
                     thinking: dict[str, Any] = {"type": "thinking", "thinking": block["thinking"]}
                     if block.get("thinkingSignature"):
                         thinking["signature"] = block["thinkingSignature"]
@@ -256,6 +251,23 @@ def render_messages(
 
     Raises:
         ValueError: For an unknown provider or thinking option.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.py"}}
+        >>> messages = [
+        ...     {"role": "compactionSummary", "summary": "Goal: port the CLI", "tokensBefore": 9},
+        ...     {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, call]},
+        ...     {"role": "toolResult", "toolCallId": "c1", "content": "1"},
+        ... ]
+        >>> summary, assistant, tool = render_messages(messages, "openai")
+        >>> summary["role"], summary["content"].splitlines()[-3:]
+        ('user', ['<summary>', 'Goal: port the CLI', '</summary>'])
+        >>> assistant["content"], assistant["tool_calls"][0]["function"]["arguments"]
+        ('Reading.', '{"path": "a.py"}')
+        >>> tool
+        {'role': 'tool', 'tool_call_id': 'c1', 'content': '1'}
+        >>> [block["type"] for block in render_messages(messages, "anthropic")[1]["content"]]
+        ['text', 'tool_use']
     """
     if thinking not in ("drop", "keep"):
         raise ValueError(f"thinking must be 'drop' or 'keep', not {thinking!r}")

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_store import jsoncodec
+from nexus_store.blocks import flatten_text
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -32,10 +33,8 @@ __all__ = [
     "encode_entry_fields",
     "encode_message",
     "entry_from_parts",
-    "flatten_text",
     "is_storable_text",
     "message_rows",
-    "text_blocks",
     "turn_payload",
 ]
 
@@ -208,27 +207,6 @@ def entry_from_parts(
     if extra_json:
         entry.update(jsoncodec.loads(extra_json))
     return entry
-
-
-def text_blocks(content: list[Any]) -> list[str]:
-    """The texts of the ``text`` blocks of a content list, in order."""
-    return [
-        block["text"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-
-
-def flatten_text(content: Any) -> str | None:
-    """The text of a content value: a string, or its text blocks joined by newlines."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = text_blocks(content)
-        return "\n".join(parts) if parts else None
-    return None
 
 
 def _clean(text: str | None) -> str | None:

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from nexus_store import blocks
 from nexus_store.errors import NexusError
 
 __all__ = [
@@ -167,27 +168,6 @@ def js_json(value: Any) -> str:
     return "null"
 
 
-def _block_texts(content: Any, texts: list[str], *, images: bool) -> int:
-    """Collect text blocks (truthy text only, as pi does); return the number of images."""
-    count = 0
-    if isinstance(content, str):
-        texts.append(content)
-        return 0
-    if not isinstance(content, list):
-        return 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            text = block.get("text")
-            if isinstance(text, str) and text:
-                texts.append(text)
-        elif kind == "image" and images:
-            count += 1
-    return count
-
-
 def message_payload(message: Mapping[str, Any]) -> tuple[list[str], int]:
     """Return the texts and the number of images of an agent message that count as tokens.
 
@@ -202,24 +182,24 @@ def message_payload(message: Mapping[str, Any]) -> tuple[list[str], int]:
     texts: list[str] = []
     images = 0
     if role == "user":
-        _block_texts(message.get("content"), texts, images=False)
+        # a string is counted even when empty; blocks only with text (pi's estimateTokens)
+        texts = blocks.texts(message.get("content"), nonempty=True)
     elif role == "assistant":
         content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                if not isinstance(block, dict):
-                    continue
-                kind = block.get("type")
-                if kind == "text" and isinstance(block.get("text"), str):
+        if isinstance(content, list):  # an assistant's string content counts nothing, as pi
+            for kind, block in blocks.iter_blocks(content):
+                if kind == "text":
                     texts.append(block["text"])
-                elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                elif kind == "thinking":
                     texts.append(block["thinking"])
                 elif kind == "toolCall":
                     name = block.get("name")
                     texts.append(name if isinstance(name, str) else "")
                     texts.append(js_json(block.get("arguments")))
     elif role in ("custom", "toolResult"):
-        images = _block_texts(message.get("content"), texts, images=True)
+        content = message.get("content")
+        texts = blocks.texts(content, nonempty=True)
+        images = blocks.count_images(content)
     elif role == "bashExecution":
         for key in ("command", "output"):
             value = message.get(key)
@@ -251,7 +231,21 @@ def count_messages(counter: TokenCounter, messages: Sequence[Mapping[str, Any]])
 
 
 def message_tokens(counter: TokenCounter, message: Mapping[str, Any]) -> int:
-    """Count the tokens of one agent message with ``counter``."""
+    """Count the tokens of one agent message with ``counter``.
+
+    Args:
+        counter: The counter (`CharsEstimator`, `Cl100kCounter`, or your own).
+        message: A pi agent message; roles that reach no model count 0.
+
+    Returns:
+        The message's tokens.
+
+    Example:
+        >>> message_tokens(CharsEstimator(), {"role": "user", "content": "Fix the failing test."})
+        6
+        >>> message_tokens(CharsEstimator(), {"role": "toolResult", "content": [{"type": "image"}]})
+        1200
+    """
     texts, images = message_payload(message)
     if not texts and not images:
         return 0

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from nexus_store import Store
 from nexus_store.budget import fit_to_budget
+from nexus_store.compaction.prune import PRUNED_PLACEHOLDER, PruneConfig
 from nexus_store.engine import ContextEngine
 from nexus_store.errors import InvalidArgument
-from nexus_store.prune import PRUNED_PLACEHOLDER, PruneConfig
 
 
 def user(text: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_store.compact import (
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.plan import (
     BRANCH_SUMMARY_INSTRUCTIONS,
     BRANCH_SUMMARY_PREAMBLE,
     TURN_PREFIX_INSTRUCTIONS,
@@ -17,9 +18,8 @@ from nexus_store.compact import (
     run_branch_summary,
     run_compaction,
 )
+from nexus_store.compaction.policy import CompactionConfig
 from nexus_store.errors import NexusError, SummarizerError
-from nexus_store.extractive import ExtractiveSummarizer
-from nexus_store.policy import CompactionConfig
 from nexus_store.tokens import CharsEstimator
 
 CFG = CompactionConfig()
@@ -450,6 +450,6 @@ def test_docs_examples_run() -> None:
     import tomllib
 
     for block in re.findall(r"```toml\n(.*?)```", doc.read_text(), re.DOTALL):
-        from nexus_store.policy import CompactionConfig
+        from nexus_store.compaction.policy import CompactionConfig
 
         CompactionConfig.model_validate(tomllib.loads(block)["compaction"])

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nexus_store import NexusError, Store, SummarizerError
-from nexus_store.policy import CompactionConfig
+from nexus_store.compaction.policy import CompactionConfig
 
 
 def exchange(store: Store, sid: str, i: int, size: int = 400) -> None:
@@ -203,7 +203,7 @@ def test_branch_summary_records_what_was_tried() -> None:
 
 def test_config_limits_are_validated() -> None:
     with pytest.raises(NexusError):
-        from nexus_store.policy import load_config
+        from nexus_store.compaction.policy import load_config
 
         load_config(overrides={"context_window": 1000})
     assert CompactionConfig().context_window == 200_000

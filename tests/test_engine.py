@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from nexus_store import Store
+from nexus_store.compaction.policy import CompactionConfig
 from nexus_store.engine import ContextEngine
 from nexus_store.examples import EXAMPLE_TRANSCRIPT
-from nexus_store.policy import CompactionConfig
 
 
 def user(text: str) -> dict[str, Any]:

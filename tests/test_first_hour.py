@@ -135,7 +135,7 @@ class TestStatusRisk:
         assert status.risk == risk and words in status.recommendation
 
     def test_the_higher_risk_wins_and_both_are_said(self) -> None:
-        from nexus_store.policy import CompactionConfig, evaluate_degradation
+        from nexus_store.compaction.policy import CompactionConfig, evaluate_degradation
 
         cfg = CompactionConfig()
         d = evaluate_degradation(3, cfg, tokens=180_000)

@@ -426,8 +426,15 @@ def test_only_retention_deletes_rows() -> None:
         for f in package.rglob("*.py")
         if "delete from" in f.read_text().lower()
     )
-    # (store/gc_batches.py is the batched removal of what gc.py plans)
-    assert deleting == ["store/gc.py", "store/gc_batches.py", "store/sessions.py"]
+    # (store/gc_batches.py is the batched removal of what gc.py plans.) agent_sessions.py
+    # deletes only agent_usage rows (usage the SDK session recorded for a user turn that
+    # was popped or a branch that was deleted), never turns or messages.
+    assert deleting == [
+        "store/agent_sessions.py",
+        "store/gc.py",
+        "store/gc_batches.py",
+        "store/sessions.py",
+    ]
     # sessions.py deletes in one place only: a session that never got a turn (spawn rollback)
     core = (package / "store" / "sessions.py").read_text().lower()
     assert core.count("delete from") == 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nexus_store import InvalidEntry, Store
+from nexus_store import Store
 from nexus_store.openai_agents import MARK, NexusSession, item_to_message, message_to_items
 
 try:
@@ -157,9 +157,9 @@ class TestConversion:
         assert [m["role"] for m in rendered] == ["user", "assistant", "tool", "assistant"]
 
     def test_not_a_dict(self) -> None:
-        with pytest.raises(InvalidEntry):
+        with pytest.raises(TypeError):
             item_to_message("hello")  # type: ignore[arg-type]
-        with pytest.raises(InvalidEntry):
+        with pytest.raises(TypeError):
             item_to_message({"role": "user", "content": object()})
 
     def test_pi_messages_become_items(self) -> None:
@@ -209,7 +209,7 @@ class TestProtocol:
     def test_is_a_session(self, session: NexusSession) -> None:
         assert isinstance(session, Session)
         assert session.session_id == "conv-1"
-        assert session.session_settings is None
+        assert session.session_settings.limit is None  # SessionSettings(), as SQLiteSession
 
     def test_settings_dict_is_coerced(self, tmp_path: Path) -> None:
         with NexusSession("s", tmp_path / "a.db", session_settings={"limit": 2}) as s:

@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus_store.errors import NexusError
-from nexus_store.policy import (
+from nexus_store.compaction.policy import (
     ENV_VARS,
     CompactionConfig,
     LayerConfig,
@@ -19,6 +18,7 @@ from nexus_store.policy import (
     should_flush,
     trigger_threshold,
 )
+from nexus_store.errors import NexusError
 
 CFG = CompactionConfig()
 

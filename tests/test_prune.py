@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_store.errors import NexusError
-from nexus_store.prune import (
+from nexus_store.compaction.prune import (
     BUILTIN_PROTECTED_TOOLS,
     PRUNED_PLACEHOLDER,
     PruneConfig,
     prune_context,
     tool_output_tokens,
 )
+from nexus_store.errors import NexusError
 from nexus_store.tokens import CharsEstimator, message_tokens
 
 PLACEHOLDER_TOKENS = message_tokens(

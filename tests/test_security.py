@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import logging
 import os
 import stat
@@ -262,11 +261,9 @@ def test_export_writes_only_where_asked(tmp_path: Path, runner: CliRunner) -> No
 
 
 def test_summarizer_api_key_never_in_output(caplog: pytest.LogCaptureFixture) -> None:
-    if importlib.util.find_spec("nexus_store.summarizer") is None:
-        pytest.skip("nexus_store.summarizer is not on this branch yet (issue: compaction)")
     import httpx
 
-    from nexus_store.summarizer import HttpSummarizer  # type: ignore[import-not-found]
+    from nexus_store.compaction import HttpSummarizer
 
     key = "sk-live-very-secret-0123456789"
 

@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexus_store.errors import SummarizerError
-from nexus_store.extractive import SECTION_TITLES, ExtractiveSummarizer
-from nexus_store.summarize_stages import (
+from nexus_store.compaction.extractive import SECTION_TITLES, ExtractiveSummarizer
+from nexus_store.compaction.stages import (
     StagedSummary,
     format_tokens_k,
     group_units,
     summarize_in_stages,
 )
-from nexus_store.summarizer import HttpSummarizer, Summarizer, get_summarizer
+from nexus_store.compaction.summarizer import HttpSummarizer, Summarizer, get_summarizer
+from nexus_store.errors import SummarizerError
 from nexus_store.tokens import CharsEstimator
 
 try:
@@ -887,8 +887,8 @@ def refuse(*a, **k):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-import nexus_store.compact, nexus_store.policy, nexus_store.prune
-from nexus_store.summarizer import HttpSummarizer, get_summarizer
+import nexus_store.compaction.plan, nexus_store.compaction.policy, nexus_store.compaction.prune
+from nexus_store.compaction.summarizer import HttpSummarizer, get_summarizer
 HttpSummarizer("https://openrouter.ai/api/v1", "m", api_key="k").close()
 assert get_summarizer("extractive").summarize([{"role": "user", "content": "hi there"}])
 """

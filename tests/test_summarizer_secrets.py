@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from nexus_store import Store
 from nexus_store.cli import cli
+from nexus_store.compaction.summarizer import HttpSummarizer
 from nexus_store.errors import SummarizerError
-from nexus_store.summarizer import HttpSummarizer
 from tests.http_server import ScriptedServer, chat_reply, scripted_server
 
 __all__ = ["scripted_server"]  # the fixture, used by name

@@ -10,7 +10,7 @@ import click
 
 from nexus_store.cli._common import echo, echo_json, open_store
 from nexus_store.cli.views import message_preview
-from nexus_store.policy import CompactionConfig, load_config
+from nexus_store.compaction.policy import CompactionConfig, load_config
 
 __all__ = ["compact", "navigate"]
 

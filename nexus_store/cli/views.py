@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from nexus_store.blocks import flatten_text, tool_calls
 from nexus_store.models import Turn
-from nexus_store.rows import flatten_text
 
 __all__ = ["FOLD_RUNS_OVER", "draw_tree", "message_preview", "turn_preview"]
 
@@ -17,7 +17,21 @@ def _short(text: str | None, width: int) -> str:
 
 
 def message_preview(message: Any, width: int = 60) -> str:
-    """One line describing an agent message: role, then text, tool calls or summary."""
+    """One line describing an agent message: role, then text, tool calls or summary.
+
+    Args:
+        message: A pi agent message (anything else is shown by its repr).
+        width: Characters of text kept (the rest becomes ``…``).
+
+    Returns:
+        The line.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {}}
+        >>> text = {"type": "text", "text": "Hm."}
+        >>> message_preview({"role": "assistant", "content": [text, call]})
+        'assistant: Hm. [calls read]'
+    """
     if not isinstance(message, Mapping):
         return _short(repr(message), width)
     role = message.get("role", "?")
@@ -26,11 +40,7 @@ def message_preview(message: Any, width: int = 60) -> str:
     if role == "bashExecution":
         return "bashExecution: $ " + _short(str(message.get("command", "")), width)
     text = flatten_text(message.get("content")) or ""
-    calls = [
-        b.get("name", "?")
-        for b in message.get("content") or []
-        if isinstance(b, Mapping) and b.get("type") == "toolCall"
-    ]
+    calls = [b.get("name", "?") for b in tool_calls(message.get("content"))]
     if role == "toolResult":
         prefix = f"toolResult {message.get('toolName', '?')}" + (
             " (error)" if message.get("isError") else ""

@@ -3,12 +3,11 @@
 A `Store` opens (or creates and migrates) one database through its backend's
 `Dialect` and keeps one `Handle` (connection, dialect, token counter,
 transactions, key lookups). The work lives in parts that each take the handle:
-`Reading` (sessions, turns, paths, context, status), `Sessions`, `Appends`,
-`Ingest` (storing a transcript), `Importer`, `Export`, `Search`, `Workspace`,
-`Doctor`, `Gc` and `Copy`; `Compaction` sits above them and uses only the
-`Store` API. Every public method here is one line that calls a part; its full
-documentation is the part method's (copied onto the facade method below, so
-``help(Store.append_entry)`` shows it). See docs/architecture.md.
+`Reading`, `Sessions`, `Appends`, `Ingest`, `Importer`, `Export`, `Search`,
+`Workspace`, `Doctor`, `Gc`, `Copy` and `Backup`; `Compaction` sits above them and
+uses only the `Store` API. Every public method here is one line that calls a part,
+documented by the part method's docstring (copied onto it: ``help(Store.append_entry)``
+shows it). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -21,14 +20,15 @@ from typing import IO, Any, Literal
 
 import sqlite_utils
 
-from nexus_store.compact import ContextItem
+from nexus_store.compaction.plan import ContextItem
+from nexus_store.compaction.policy import CompactionConfig
+from nexus_store.compaction.prune import PruneConfig, PruneResult
+from nexus_store.compaction.runner import Compaction, CompactResult
+from nexus_store.compaction.summarizer import Summarizer
 from nexus_store.models import Context, ContextStatus, Session, Turn
-from nexus_store.policy import CompactionConfig
-from nexus_store.prune import PruneConfig, PruneResult
 from nexus_store.store import pg
 from nexus_store.store.appends import ACTIVE_LEAF, Appends
 from nexus_store.store.backup import Backup
-from nexus_store.store.compaction import Compaction, CompactResult
 from nexus_store.store.copy import Copy, CopyProgress, CopyReport
 from nexus_store.store.dialect import Capabilities, Dialect, PostgresDialect
 from nexus_store.store.doctor import DEFAULT_WAL_LIMIT, Doctor, DoctorReport
@@ -42,7 +42,6 @@ from nexus_store.store.reading import Reading
 from nexus_store.store.search import Search, SearchHit
 from nexus_store.store.sessions import Sessions
 from nexus_store.store.workspace import Workspace
-from nexus_store.summarizer import Summarizer
 from nexus_store.tokens import TokenCounter
 from nexus_store.workspace import WorkspaceFile
 
@@ -267,11 +266,15 @@ class Store:
 
     def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
         """Whether the pre-compaction memory flush is due in the leaf's compaction epoch."""
-        return self._sessions.should_flush(session_id, leaf_id)
+        return self._compaction.should_flush(session_id, leaf_id)
 
     def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
         """Record that the flush ran in the leaf's current epoch; return that epoch."""
-        return self._sessions.record_flush(session_id, leaf_id)
+        return self._compaction.record_flush(session_id, leaf_id)
+
+    def set_flush_epoch(self, session_id: str, epoch: int | None) -> None:
+        """Store the compaction epoch in which the memory flush last ran (None: never)."""
+        self._sessions.set_flush_epoch(session_id, epoch)
 
     def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> Turn:
         """Append a pi v3 entry as a new turn and make it the active leaf."""

@@ -12,9 +12,9 @@ from typing import Any
 
 from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
+from nexus_store.compaction.policy import CompactionConfig, evaluate_degradation
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
-from nexus_store.policy import CompactionConfig, evaluate_degradation
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
 from nexus_store.store.leaves import check_active_leaf

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from nexus_store import policy
 from nexus_store.errors import ConstraintViolation, InvalidEntry
 from nexus_store.models import Session
 from nexus_store.store.db import Handle, unstorable, utc_now
@@ -131,17 +130,16 @@ class Sessions:
 
     # -- memory flush (seed 003: once per compaction epoch) ---------------------------
 
-    def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
-        """Whether the pre-compaction memory flush is due in the leaf's compaction epoch."""
-        session: Session = self.reading.get_session(session_id)
-        count = self.reading.status(session_id, leaf_id).compactions
-        return policy.should_flush(session.flush_epoch, count)
+    def set_flush_epoch(self, session_id: str, epoch: int | None) -> None:
+        """Store the compaction epoch in which the memory flush last ran (None: never).
 
-    def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
-        """Record that the flush ran in the leaf's current epoch; return that epoch."""
-        count = self.reading.status(session_id, leaf_id).compactions
-        epoch = policy.record_flush(count)
+        Args:
+            session_id: The session.
+            epoch: The epoch (`nexus_store.compaction.policy.record_flush` computes it).
+
+        Raises:
+            SessionNotFound: When the session does not exist.
+        """
         with self.db.atomic():
             key = self.db.session_key(session_id)
             self.db.execute("update sessions set flush_epoch = ? where id = ?", [epoch, key])
-        return epoch

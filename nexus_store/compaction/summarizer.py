@@ -6,7 +6,7 @@ earlier summary) and `merge` (several partial summaries into one). Two ship:
 * `HttpSummarizer` talks to any OpenAI-compatible ``/chat/completions`` endpoint
   (OpenRouter, OpenAI, Ollama, vLLM, llama.cpp server) over an injected or owned
   `httpx.Client`, with explicit timeouts and bounded retries.
-* `ExtractiveSummarizer` (in `nexus_store.extractive`) needs no network and no
+* `ExtractiveSummarizer` (in `nexus_store.compaction.extractive`) needs no network and no
   model: it fills the same sections from the messages themselves.
 
 Every failure is a `SummarizerError` carrying the HTTP status when there was one.
@@ -30,9 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from nexus_store.errors import SummarizerError
-from nexus_store.extractive import ExtractiveSummarizer
-from nexus_store.prompts import (
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.prompts import (
     DEFAULT_MAX_TOKENS,
     MERGE_PROMPT,
     SUMMARY_PROMPT,
@@ -41,6 +40,7 @@ from nexus_store.prompts import (
     build_merge_prompt,
     build_summary_prompt,
 )
+from nexus_store.errors import SummarizerError
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from nexus_store.compaction.summarizer import DEFAULT_MAX_TOKENS, Summarizer
 from nexus_store.errors import SummarizerError
-from nexus_store.summarizer import DEFAULT_MAX_TOKENS, Summarizer
 from nexus_store.tokens import TokenCounter, message_tokens
 
 __all__ = [

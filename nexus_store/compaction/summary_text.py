@@ -18,17 +18,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nexus_store.rows import text_blocks
+from nexus_store.blocks import content_text, iter_blocks, tool_calls
 
 __all__ = [
     "TOOL_RESULT_MAX_CHARS",
     "FileOps",
-    "content_text",
     "file_lists",
     "format_file_operations",
     "serialize_conversation",
     "strip_file_blocks",
-    "tool_calls",
 ]
 
 TOOL_RESULT_MAX_CHARS = 2000
@@ -38,25 +36,6 @@ READ_TOOLS = frozenset({"read"})
 WRITE_TOOLS = frozenset({"write", "edit"})
 
 _FILE_BLOCK_RE = re.compile(r"\s*<(read-files|modified-files)>\n.*?\n</\1>\s*", re.DOTALL)
-
-
-def content_text(content: Any, *, sep: str = "") -> str:
-    """Join the text blocks of a message ``content`` (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return sep.join(text_blocks(content))
-
-
-def tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Return the ``toolCall`` blocks of an assistant message (empty for other roles)."""
-    if message.get("role") != "assistant":
-        return []
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -83,6 +62,21 @@ def serialize_conversation(
     Returns:
         Paragraphs such as ``[User]: ...`` and ``[Tool result read]: ...``, separated
         by blank lines.
+
+    Example:
+        >>> call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.py"}}
+        >>> print(serialize_conversation([
+        ...     {"role": "user", "content": "Why does it fail?"},
+        ...     {"role": "assistant", "content": [call]},
+        ...     {"role": "toolResult", "toolName": "read", "content": "x" * 10},
+        ... ], tool_result_max_chars=4))
+        [User]: Why does it fail?
+        <BLANKLINE>
+        [Assistant tool calls]: read(path="a.py")
+        <BLANKLINE>
+        [Tool result read]: xxxx
+        <BLANKLINE>
+        [... 6 more characters truncated]
     """
     parts: list[str] = []
     for msg in messages:
@@ -95,19 +89,14 @@ def serialize_conversation(
             texts: list[str] = []
             thinking: list[str] = []
             calls: list[str] = []
-            content = msg.get("content")
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict):
-                    continue
-                kind = block.get("type")
-                if kind == "text" and isinstance(block.get("text"), str):
+            # an empty string content says nothing; a non-empty one is one text block
+            for kind, block in iter_blocks(msg.get("content") or []):
+                if kind == "text":
                     texts.append(block["text"])
-                elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                elif kind == "thinking":
                     thinking.append(block["thinking"])
                 elif kind == "toolCall":
                     calls.append(f"{block.get('name')}({_format_args(block.get('arguments'))})")
-            if isinstance(content, str) and content:
-                texts.append(content)
             if thinking:
                 parts.append("[Assistant thinking]: " + "\n".join(thinking))
             if texts:
@@ -148,8 +137,10 @@ class FileOps:
         self.modified: dict[str, None] = {}
 
     def add_message(self, message: Mapping[str, Any]) -> None:
-        """Record the ``read``/``write``/``edit`` tool calls of one message."""
-        for call in tool_calls(message):
+        """Record the ``read``/``write``/``edit`` tool calls of one (assistant) message."""
+        if message.get("role") != "assistant":
+            return
+        for call in tool_calls(message.get("content")):
             args = call.get("arguments")
             path = args.get("path") if isinstance(args, Mapping) else None
             if not isinstance(path, str) or not path:
@@ -198,7 +189,25 @@ def file_lists(
 
 
 def format_file_operations(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
-    """Render the file lists as the ``<read-files>``/``<modified-files>`` tail of a summary."""
+    """Render the file lists as the ``<read-files>``/``<modified-files>`` tail of a summary.
+
+    Args:
+        read_files: Paths only read.
+        modified_files: Paths written or edited.
+
+    Returns:
+        The tail (with its leading blank line), or ``""`` when both lists are empty.
+
+    Example:
+        >>> print(format_file_operations(["a.py"], ["b.py"]).strip())
+        <read-files>
+        a.py
+        </read-files>
+        <BLANKLINE>
+        <modified-files>
+        b.py
+        </modified-files>
+    """
     blocks: list[str] = []
     if read_files:
         blocks.append("<read-files>\n" + "\n".join(read_files) + "\n</read-files>")

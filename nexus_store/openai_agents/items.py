@@ -1,14 +1,8 @@
-"""An OpenAI Agents SDK ``Session`` backed by nexus_store.
+"""SDK items <-> pi messages: how `NexusSession` stores an OpenAI Agents SDK item as a turn.
 
-`NexusSession` implements the SDK's ``Session`` protocol (``agents.memory.Session``:
-``session_id``, ``session_settings``, async ``get_items``, ``add_items``,
-``pop_item``, ``clear_session``) structurally, so it needs no import of the SDK and
-works with ``Runner.run(agent, input, session=NexusSession(...))``. Install the SDK
-with the ``openai-agents`` extra.
-
-Each SDK item (a Responses-API input item) becomes one ``message`` turn, the child of
-the session's active leaf. The message is the item in pi's shape, so that token
-counts, search, tool columns, the provider renderings and compaction work on it:
+Each SDK item (a Responses-API input item) becomes one ``message`` turn. The message is
+the item in pi's shape, so that token counts, search, tool columns, the provider
+renderings and compaction work on it:
 
 - input messages (``{"role": "user", "content": ...}``) keep their role; ``input_text``
   parts become ``text`` blocks;
@@ -17,28 +11,21 @@ counts, search, tool columns, the provider renderings and compaction work on it:
 - ``function_call_output`` becomes a ``toolResult`` (with the tool's name when the
   call was seen);
 - ``reasoning`` becomes an ``assistant`` message with ``thinking`` blocks;
-- any other item is kept whole under the role ``openaiItem`` (no tokens counted).
+- any other item is kept whole under the role ``openaiItem`` (no tokens counted), with
+  the tool it names (if any) as ``toolName`` so that the ``tool_name`` column has it.
 
 A small ``openaiAgents`` key on the message records how to turn it back. Every item is
-converted back before it is written, and one that would not come back equal is
-stored whole instead, so ``get_items`` returns exactly the items given.
-
-History is never deleted: ``pop_item`` moves the active leaf back to before the
-last item's turn, and ``clear_session`` moves it before the first turn, so the next
-item starts a new branch. ``get_items`` returns the context of the active leaf, so
-once a compaction is on the path, the items before it are replaced by its summary
-(as a user message), as the model sees them.
+converted back before it is written, and one that would not come back equal is stored
+whole instead, so reading returns exactly the items given.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from nexus_store.blocks import texts, tool_calls
 from nexus_store.errors import InvalidEntry
 from nexus_store.render import (
     BRANCH_SUMMARY_PREFIX,
@@ -47,9 +34,8 @@ from nexus_store.render import (
     COMPACTION_SUMMARY_SUFFIX,
     to_llm_messages,
 )
-from nexus_store.store import Store
 
-__all__ = ["MARK", "NexusSession", "item_to_message", "message_to_items"]
+__all__ = ["MARK", "item_to_message", "message_to_items"]
 
 MARK = "openaiAgents"
 """Message key that records how a stored message turns back into an SDK item."""
@@ -246,14 +232,15 @@ def item_to_message(
         A pi agent message; `message_to_items` gives back an item equal to ``item``.
 
     Raises:
-        InvalidEntry: If the item is not a JSON object.
+        TypeError: If the item is not a JSON object (the SDK's sessions raise
+            TypeError for an item ``json.dumps`` refuses).
     """
     if not isinstance(item, Mapping):
-        raise InvalidEntry(f"a session item must be a dict (a Responses input item), not {item!r}")
+        raise TypeError(f"a session item must be a dict (a Responses input item), not {item!r}")
     try:
         plain = json.loads(json.dumps(item))
     except (TypeError, ValueError) as err:
-        raise InvalidEntry(f"a session item must be JSON-serializable: {err}") from None
+        raise TypeError(f"a session item must be JSON-serializable: {err}") from None
     if MARK not in plain:
         message = _lift(plain, tool_names or {})
         if message is not None:
@@ -294,10 +281,7 @@ def message_to_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"role": "user", "content": text}]
     for llm in to_llm_messages([dict(message)]):
         content = llm.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        text = "\n".join(
-            b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-        )
+        text = "\n".join(texts(content))
         if llm["role"] == "toolResult":
             items.append(
                 {
@@ -309,185 +293,66 @@ def message_to_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         if text:
             items.append({"role": llm["role"], "content": text})
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "toolCall":
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": block.get("id"),
-                        "name": block.get("name"),
-                        "arguments": json.dumps(block.get("arguments", {}), ensure_ascii=False),
-                    }
-                )
+        for block in tool_calls(content):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.get("id"),
+                    "name": block.get("name"),
+                    "arguments": json.dumps(block.get("arguments", {}), ensure_ascii=False),
+                }
+            )
     return items
 
 
-# -- the session ------------------------------------------------------------------------
+# -- what kind of item (AdvancedSQLiteSession's classification) ---------------------------
+
+_NAMED_BY_TYPE = {
+    "computer_call",
+    "file_search_call",
+    "web_search_call",
+    "code_interpreter_call",
+    "shell_call",
+    "apply_patch_call",
+}
 
 
-class NexusSession:
-    """An OpenAI Agents SDK session stored in a nexus_store database.
-
-    Example:
-        >>> import asyncio
-        >>> from nexus_store.openai_agents import NexusSession
-        >>> session = NexusSession("chat-1", ":memory:")
-        >>> asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))
-        >>> asyncio.run(session.get_items())
-        [{'role': 'user', 'content': 'hi'}]
-        >>> session.close()
+def classify(item: Any) -> tuple[str, str | None]:
+    """The type and tool name of an SDK item, as ``AdvancedSQLiteSession`` records them.
 
     Args:
-        session_id: The conversation's id; the nexus_store session of the same id is
-            used, or created.
-        db_path: The database file (created if missing), or ``":memory:"``.
-        store: An open `Store` to use instead of ``db_path`` (not closed by `close`).
-        session_settings: The SDK's ``SessionSettings`` (e.g. a default ``limit``
-            for ``get_items``), or a dict of its fields.
-        cwd: Working directory recorded on a new session.
-        title: Title recorded on a new session.
+        item: An SDK input item.
 
-    Raises:
-        StoreOpenError: If the database cannot be opened.
+    Returns:
+        ``(item_type, tool_name)``: ``user``/``assistant`` for messages of those roles,
+        else the item's ``type`` (``other`` without one); the tool a call names
+        (``namespace.name``, ``server_label.name`` for MCP), or None.
     """
-
-    def __init__(
-        self,
-        session_id: str,
-        db_path: str | Path = ":memory:",
-        *,
-        store: Store | None = None,
-        session_settings: Any = None,
-        cwd: str | None = None,
-        title: str | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self.session_settings = _coerce_settings(session_settings)
-        self._owns_store = store is None
-        if store is not None:
-            self.store = store
-        elif str(db_path) == ":memory:":
-            self.store = Store(memory=True)
-        else:
-            self.store = Store(db_path)
-        self._lock = threading.Lock()
-        self._tool_names: dict[str, str] = {}
-        if self.store.find_session(session_id) is None:
-            self.store.create_session(id=session_id, cwd=cwd, title=title)
-
-    # -- the SDK protocol ------------------------------------------------------------
-
-    async def get_items(self, limit: int | None = None) -> list[Any]:
-        """Return the conversation's items, oldest first (the latest ``limit`` of them).
-
-        Args:
-            limit: At most this many items, the most recent; None uses
-                ``session_settings.limit`` (all items when that is None too).
-
-        Returns:
-            The items of the active branch's context, exactly as they were added.
-        """
-        if limit is None:
-            limit = getattr(self.session_settings, "limit", None)
-        return await asyncio.to_thread(self._get_items_sync, limit)
-
-    async def add_items(self, items: list[Any]) -> None:
-        """Append items to the conversation, each as one turn, in one transaction.
-
-        Args:
-            items: Responses-API input items.
-
-        Raises:
-            InvalidEntry: If an item is not a JSON object.
-        """
-        if items:
-            await asyncio.to_thread(self._add_items_sync, list(items))
-
-    async def pop_item(self) -> Any | None:
-        """Remove the most recent item from the conversation and return it.
-
-        Nothing is deleted: the active leaf moves back to before the item's turn, so
-        the next item starts a new branch there.
-
-        Returns:
-            The item, or None when the conversation is empty.
-        """
-        return await asyncio.to_thread(self._pop_item_sync)
-
-    async def clear_session(self) -> None:
-        """Start the conversation over: the active leaf moves before the first turn.
-
-        The old branch stays in the database (see ``nexus-store tree``).
-        """
-        await asyncio.to_thread(self._clear_sync)
-
-    # -- the rest ----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the database if this session opened it."""
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> NexusSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _get_items_sync(self, limit: int | None) -> list[Any]:
-        with self._lock:
-            messages = self.store.context(self.session_id).messages
-        items = [item for message in messages for item in message_to_items(message)]
-        for item in items:
-            self._remember_tool(item)
-        if limit is not None:
-            return items[-limit:] if limit > 0 else []
-        return items
-
-    def _add_items_sync(self, items: list[Any]) -> None:
-        with self._lock, self.store.atomic():
-            for item in items:
-                self._remember_tool(item)
-                self.store.append_message(self.session_id, item_to_message(item, self._tool_names))
-
-    def _pop_item_sync(self) -> Any | None:
-        with self._lock, self.store.atomic():
-            context = self.store.context(self.session_id)
-            if not context.messages:
-                return None
-            turn_id = context.turn_ids[-1]
-            same = [
-                m for m, t in zip(context.messages, context.turn_ids, strict=True) if t == turn_id
-            ]
-            turn = self.store.get_turn(self.session_id, turn_id)
-            self.store.navigate(self.session_id, turn.parent_id)
-            if len(same) > 1 and turn.kind == "message":
-                # A turn holding several messages cannot be cut; put the others back.
-                self.store.append_messages(self.session_id, same[:-1])
-            items = message_to_items(context.messages[-1])
-            return items[-1] if items else None
-
-    def _clear_sync(self) -> None:
-        with self._lock:
-            self.store.navigate(self.session_id, None)
-
-    def _remember_tool(self, item: Any) -> None:
-        if isinstance(item, Mapping) and item.get("type") == "function_call":
-            call_id, name = item.get("call_id"), item.get("name")
-            if isinstance(call_id, str) and isinstance(name, str):
-                self._tool_names[call_id] = name
+    if not isinstance(item, Mapping):
+        return "other", None
+    role = item.get("role")
+    kind = item.get("type")
+    item_type = (
+        "user" if role == "user" else "assistant" if role == "assistant" else str(kind or "other")
+    )
+    return item_type, _tool_name(item, kind)
 
 
-def _coerce_settings(value: Any) -> Any:
-    if not isinstance(value, Mapping):
-        return value
-    try:
-        from agents.memory import SessionSettings  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # the SDK is not installed: keep a plain object with .limit
-        return _PlainSettings(value.get("limit"))
-    return SessionSettings(**value)
-
-
-class _PlainSettings:
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
+def _tool_name(item: Mapping[str, Any], kind: Any) -> str | None:
+    if kind in ("mcp_call", "mcp_approval_request") and "server_label" in item:
+        label, name = item.get("server_label"), item.get("name")
+        if name and label:
+            return f"{label}.{name}"
+        return str(label) if label else str(name) if name else None
+    if kind in ("tool_search_call", "tool_search_output"):
+        return "tool_search"
+    if kind in _NAMED_BY_TYPE:
+        return str(kind)
+    if "name" not in item or item.get("name") is None:
+        return None
+    name = str(item["name"])
+    namespace = item.get("namespace")
+    space = str(namespace) if namespace is not None else None
+    if not name or not space or space == name:
+        return name  # no namespace, or the reserved deferred top-level shape
+    return f"{space}.{name}"

@@ -30,12 +30,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.policy import CompactionConfig, LayerName
+from nexus_store.compaction.stages import summarize_in_stages
+from nexus_store.compaction.summarizer import Summarizer
+from nexus_store.compaction.summary_text import (
+    file_lists,
+    format_file_operations,
+    strip_file_blocks,
+)
 from nexus_store.errors import NexusError
-from nexus_store.extractive import ExtractiveSummarizer
-from nexus_store.policy import CompactionConfig, LayerName
-from nexus_store.summarize_stages import summarize_in_stages
-from nexus_store.summarizer import Summarizer
-from nexus_store.summary_text import file_lists, format_file_operations, strip_file_blocks
 from nexus_store.tokens import TokenCounter, message_tokens
 
 __all__ = [
@@ -201,6 +205,20 @@ def plan_compaction(
 
     Raises:
         NexusError: If ``keep_recent_tokens`` is negative.
+
+    Example:
+        >>> def item(turn_id, role, text, tokens):
+        ...     message = {"role": role, "content": text}
+        ...     return ContextItem(turn_id=turn_id, kind="message", message=message, tokens=tokens)
+        >>> items = [
+        ...     item("u1", "user", "Port the CLI.", 50),
+        ...     item("a1", "assistant", "Done.", 40),
+        ...     item("u2", "user", "Now add --json.", 30),
+        ...     item("a2", "assistant", "Added.", 20),
+        ... ]
+        >>> plan = plan_compaction(items, keep_recent_tokens=40)
+        >>> plan.first_kept_turn_id, plan.messages_compacted, plan.tokens_kept
+        ('u2', 2, 50)
     """
     if keep_recent_tokens < 0:
         raise NexusError(f"keep_recent_tokens must be >= 0 (got {keep_recent_tokens})")

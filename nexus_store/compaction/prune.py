@@ -156,6 +156,23 @@ def prune_context(
 
     Raises:
         NexusError: If ``tokens`` does not have one count per message.
+
+    Example:
+        >>> def result(i):
+        ...     return {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "read",
+        ...             "content": [{"type": "text", "text": "x" * 4000}]}
+        >>> messages = [{"role": "user", "content": "go"}]
+        >>> for i in range(3):
+        ...     call = {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {}}
+        ...     messages += [{"role": "assistant", "content": [call]}, result(i)]
+        >>> messages += [{"role": "user", "content": "next"}, {"role": "user", "content": "again"}]
+        >>> tokens = [1, 10, 1000, 10, 1000, 10, 1000, 1, 1]
+        >>> config = PruneConfig(protect_tokens=1000, minimum_tokens=500)
+        >>> view = prune_context(messages, tokens, config)
+        >>> view.pruned, view.messages[2]["content"][0]["text"]
+        ([2, 4], '[output pruned for context]')
+        >>> messages[2]["content"][0]["text"] == "x" * 4000  # a view: the input is untouched
+        True
     """
     cfg = config or PruneConfig()
     if len(tokens) != len(messages):

@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from nexus_store.compaction.prune import PruneConfig
 from nexus_store.errors import NexusError
-from nexus_store.prune import PruneConfig
 
 __all__ = [
     "CONFIG_ENV",
@@ -347,6 +347,12 @@ def trigger_threshold(cfg: CompactionConfig) -> int:
 
     Returns:
         176,000 with the defaults.
+
+    Example:
+        >>> trigger_threshold(CompactionConfig())
+        176000
+        >>> trigger_threshold(CompactionConfig(context_window=32_000))
+        8000
     """
     return cfg.context_window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens
 
@@ -360,6 +366,10 @@ def should_compact(tokens: int, cfg: CompactionConfig) -> bool:
 
     Returns:
         True from `trigger_threshold` upwards.
+
+    Example:
+        >>> should_compact(176_000, CompactionConfig()), should_compact(175_999, CompactionConfig())
+        (True, False)
     """
     return tokens >= trigger_threshold(cfg)
 

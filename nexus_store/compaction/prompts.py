@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_store.summary_text import serialize_conversation
+from nexus_store.compaction.summary_text import serialize_conversation
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

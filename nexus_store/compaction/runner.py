@@ -1,10 +1,29 @@
-"""Compaction through the store: compact a leaf, summarize abandoned branches, history.
+"""Compaction of a stored session: read through a `Store`, plan, summarize, write back.
 
-The planning and the summaries are pure (`nexus_store.compact`); this module reads
-the leaf's context (which already starts at the previous compaction's first kept
-turn, so nothing the previous compaction kept is lost) and writes the result as a
-new compaction turn under the leaf. No turn is ever deleted or changed: earlier
-leaves keep their contexts. A summarizer failure writes nothing.
+The planning and the summaries are pure (`nexus_store.compaction.plan`); `Compaction`
+reads the leaf's context (which already starts at the previous compaction's first
+kept turn, so nothing the previous compaction kept is lost) and writes the result as
+a new compaction turn under the leaf, through the store's public methods. No turn is
+ever deleted or changed: earlier leaves keep their contexts. A summarizer failure
+writes nothing.
+
+`Store.compact`, `Store.navigate_with_summary` and the other compaction methods of
+`Store` are one-line calls into a `Compaction` over the store; the store is handed
+in, never imported at run time, so the package sits above the storage layer.
+
+Example:
+    >>> from nexus_store import Store
+    >>> store = Store(memory=True, counter="chars4")
+    >>> s = store.create_session(id="demo")
+    >>> for i in range(4):
+    ...     message = {"role": "user", "content": f"step {i}", "timestamp": 0}
+    ...     _ = store.append_message("demo", message)
+    >>> compaction = Compaction(store)
+    >>> result = compaction.compact("demo", keep_recent_tokens=0, summarizer="extractive")
+    >>> result.plan.messages_compacted  # a cut falls before a user message: the last stays
+    3
+    >>> [t.id for t in compaction.compaction_history("demo")] == [result.turn.id]
+    True
 """
 
 from __future__ import annotations
@@ -15,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.compact import (
+from nexus_store.compaction import policy
+from nexus_store.compaction.plan import (
     CompactionOutcome,
     CompactionPlan,
     ContextItem,
@@ -23,16 +43,17 @@ from nexus_store.compact import (
     run_branch_summary,
     run_compaction,
 )
+from nexus_store.compaction.policy import CompactionConfig
+from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context
+from nexus_store.compaction.summarizer import Summarizer, get_summarizer
 from nexus_store.errors import NexusError
-from nexus_store.models import Context, Session, Turn
-from nexus_store.policy import CompactionConfig
-from nexus_store.prune import PruneConfig, PruneResult, prune_context
-from nexus_store.summarizer import Summarizer, get_summarizer
+from nexus_store.models import Context, Turn
+from nexus_store.tokens import message_tokens
 
-if TYPE_CHECKING:
-    from nexus_store.store.facade import Store
+if TYPE_CHECKING:  # the store is handed in; importing it at run time would be a circle
+    from nexus_store.store import Store
 
-__all__ = ["CompactResult", "Compaction"]
+__all__ = ["CompactResult", "Compaction", "resolve_summarizer"]
 
 
 class CompactResult(BaseModel):
@@ -51,7 +72,24 @@ class CompactResult(BaseModel):
     turn: Turn | None = None
 
 
-def _summarizer(summarizer: Summarizer | str | None, cfg: CompactionConfig) -> Summarizer:
+def resolve_summarizer(summarizer: Summarizer | str | None, cfg: CompactionConfig) -> Summarizer:
+    """The summarizer to use: the one given, one named, or the config's.
+
+    Args:
+        summarizer: A `Summarizer`, a name (``"extractive"``, ``"openai"``, ...) or None.
+        cfg: The configuration; its ``summarizer`` section gives the default kind and
+            the HTTP options (base URL, model, timeout, retries).
+
+    Returns:
+        A summarizer instance.
+
+    Raises:
+        SummarizerError: When a named summarizer is unknown or cannot be configured.
+
+    Example:
+        >>> resolve_summarizer("extractive", CompactionConfig()).__class__.__name__
+        'ExtractiveSummarizer'
+    """
     if summarizer is None:
         summarizer = cfg.summarizer.kind
     if isinstance(summarizer, str):
@@ -68,18 +106,26 @@ def _summarizer(summarizer: Summarizer | str | None, cfg: CompactionConfig) -> S
 
 
 class Compaction:
-    """Compaction through a store: it reads and writes only through the `Store` API.
+    """Compaction over a store: reads and writes only through the `Store` API.
 
     Args:
-        store: The store.
+        store: The store to read from and write to.
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
 
     def context_items(self, session_id: str, leaf_id: str | None = None) -> list[ContextItem]:
-        """The leaf's context as planning items (turn id, kind, message, tokens)."""
-        ctx: Context = self.store.context(session_id, leaf_id)
+        """The leaf's context as planning items (turn id, kind, message, tokens).
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf (default: the active leaf).
+
+        Returns:
+            One item per message of the context, in order.
+        """
+        ctx = self.store.context(session_id, leaf_id)
         # Values read back from our own rows: no need to validate them again.
         return [
             ContextItem.model_construct(turn_id=t, kind=k, message=m, tokens=n)
@@ -132,10 +178,12 @@ class Compaction:
         layer_config = cfg.layer(layer)
         if layer != "summarize" and keep_recent_tokens is None and layer_config is not None:
             keep = layer_config.protect_recent_tokens
-        session: Session = self.store.get_session(session_id)
+        session = self.store.get_session(session_id)
         leaf = leaf_id if leaf_id is not None else session.active_leaf
         if leaf is None:
-            self.store.path(session_id)  # a dangling active leaf raises DanglingLeaf (issue 18)
+            # reading the active leaf's path raises when it names a turn that is gone (issue 18):
+            # that is the error to show, not "no turns"
+            self.store.path(session_id)
             raise NexusError(f"session {session_id!r} has no turns to compact")
         items = self.context_items(session_id, leaf)
         previous_summary = None
@@ -155,7 +203,7 @@ class Compaction:
             return CompactResult(plan=plan)
         outcome = run_compaction(
             plan,
-            _summarizer(summarizer, cfg),
+            resolve_summarizer(summarizer, cfg),
             self.store.counter,
             cfg,
             instructions=instructions,
@@ -198,12 +246,22 @@ class Compaction:
         becomes the active leaf (pi's ``branchWithSummary``). When the old branch has
         nothing to summarize, this is a plain navigate.
 
+        Args:
+            session_id: The session.
+            turn_id: The new position (None: before the first turn).
+            summarizer: A Summarizer or a name (default from config).
+            config: Compaction settings (default: `CompactionConfig()`).
+            instructions: The user's focus for the summary.
+
         Returns:
             The branch-summary turn, or None when nothing was summarized.
+
+        Raises:
+            TurnNotFound: When ``turn_id`` is not in the session.
+            SummarizerError: When no summary could be produced (the leaf does not move).
         """
         cfg = config or CompactionConfig()
-        session: Session = self.store.get_session(session_id)
-        old = session.active_leaf
+        old = self.store.get_session(session_id).active_leaf
         if turn_id is not None:
             self.store.get_turn(session_id, turn_id)  # raises TurnNotFound
         if old is None or old == turn_id:
@@ -212,21 +270,20 @@ class Compaction:
         ancestor = None if turn_id is None else self.store.common_ancestor(session_id, old, turn_id)
         path: Sequence[Turn] = self.store.path(session_id, old)
         start = 0 if ancestor is None else ancestor.depth + 1
-        abandoned = list(path[start:])
         messages: list[dict[str, Any]] = []
         tokens: list[int] = []
         previous: list[dict[str, Any]] = []
-        for turn in abandoned:
+        for turn in path[start:]:
             if turn.kind == "message":
                 for m in turn.entry.get("messages") or [turn.entry.get("message")]:
                     if isinstance(m, dict):
                         messages.append(m)
-                        tokens.append(self._count(m))
+                        tokens.append(message_tokens(self.store.counter, m))
             elif turn.kind == "branch_summary" and isinstance(turn.entry.get("details"), dict):
                 previous.append(turn.entry["details"])
         outcome = run_branch_summary(
             messages,
-            _summarizer(summarizer, cfg),
+            resolve_summarizer(summarizer, cfg),
             self.store.counter,
             cfg,
             tokens=tokens,
@@ -236,21 +293,24 @@ class Compaction:
         if outcome is None:
             self.store.navigate(session_id, turn_id)
             return None
-        written: Turn = self.store.append_branch_summary(
+        return self.store.append_branch_summary(
             session_id, turn_id, outcome.summary, details=outcome.details
         )
-        return written
-
-    def _count(self, message: dict[str, Any]) -> int:
-        from nexus_store.tokens import message_tokens
-
-        return message_tokens(self.store.counter, message)
 
     def pruned_context(
         self, session_id: str, leaf_id: str | None = None, config: PruneConfig | None = None
     ) -> tuple[Context, PruneResult]:
-        """The leaf's context with old tool outputs pruned (a view; nothing is written)."""
-        ctx: Context = self.store.context(session_id, leaf_id)
+        """The leaf's context with old tool outputs pruned (a view; nothing is written).
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf (default: the active leaf).
+            config: Pruning settings (default: `PruneConfig()`).
+
+        Returns:
+            The pruned context and the report of what was pruned.
+        """
+        ctx = self.store.context(session_id, leaf_id)
         result = prune_context(ctx.messages, ctx.message_tokens, config or PruneConfig())
         pruned = ctx.model_copy(
             update={
@@ -262,6 +322,42 @@ class Compaction:
         return pruned, result
 
     def compaction_history(self, session_id: str, leaf_id: str | None = None) -> list[Turn]:
-        """The compactions on the path to a leaf, oldest first."""
-        path: list[Turn] = self.store.path(session_id, leaf_id)
-        return [t for t in path if t.kind == "compaction"]
+        """The compactions on the path to a leaf, oldest first.
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf (default: the active leaf).
+
+        Returns:
+            The compaction turns on the path.
+        """
+        return [t for t in self.store.path(session_id, leaf_id) if t.kind == "compaction"]
+
+    # -- memory flush (seed 003: once per compaction epoch) -----------------------
+
+    def should_flush(self, session_id: str, leaf_id: str | None = None) -> bool:
+        """Whether the pre-compaction memory flush is due in the leaf's compaction epoch.
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf (default: the active leaf).
+
+        Returns:
+            True until `record_flush` ran in the current epoch.
+        """
+        epoch = self.store.get_session(session_id).flush_epoch
+        return policy.should_flush(epoch, self.store.status(session_id, leaf_id).compactions)
+
+    def record_flush(self, session_id: str, leaf_id: str | None = None) -> int:
+        """Record that the flush ran in the leaf's current epoch.
+
+        Args:
+            session_id: The session.
+            leaf_id: The leaf (default: the active leaf).
+
+        Returns:
+            The epoch recorded on the session.
+        """
+        epoch = policy.record_flush(self.store.status(session_id, leaf_id).compactions)
+        self.store.set_flush_epoch(session_id, epoch)
+        return epoch

@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_store.prompts import DEFAULT_MAX_TOKENS
-from nexus_store.summary_text import content_text, file_lists, tool_calls
+from nexus_store.blocks import content_text, tool_calls
+from nexus_store.compaction.prompts import DEFAULT_MAX_TOKENS
+from nexus_store.compaction.summary_text import file_lists
 
 __all__ = ["SECTION_TITLES", "ExtractiveSummarizer"]
 
@@ -182,7 +183,7 @@ def _extract(messages: Sequence[Mapping[str, Any]]) -> _Checkpoint:
             items["next_steps"].extend(
                 _clip(s) for s in sentences if _NEXT_RE.search(s) and not _DONE_RE.search(s)
             )
-            calls = tool_calls(msg)
+            calls = tool_calls(msg.get("content"))
             for call in calls:
                 args = call.get("arguments")
                 path = args.get("path") if isinstance(args, Mapping) else None

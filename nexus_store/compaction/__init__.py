@@ -1,0 +1,84 @@
+"""Compaction above the store: plan, staged summaries, summarizers, policy and pruning.
+
+The modules here are pure or talk only to a summarizer endpoint; a `Store` is handed
+in (never imported at run time) and written through its public methods, so the
+storage layer stays free of summaries and prompts.
+
+* `plan` — where to cut a context and how to produce the summary.
+* `stages` — staged summarization with fallbacks (chunks, oversized messages, merges).
+* `summarizer`, `extractive`, `prompts` — the `Summarizer` protocol, the HTTP client,
+  the offline extractive summarizer and the prompts.
+* `summary_text` — transcript serialization and file lists for summaries.
+* `policy` — configuration (`load_config`) and decisions (trigger, layer, degradation).
+* `prune` — the prune view: old tool outputs become placeholders at assembly.
+* `runner` — `Compaction`, compaction of a stored session; `Store.compact` and its
+  siblings call it.
+
+The names users need are re-exported here:
+
+    >>> from nexus_store.compaction import CompactionConfig, get_summarizer
+    >>> CompactionConfig().keep_recent_tokens
+    20000
+    >>> get_summarizer("extractive").__class__.__name__
+    'ExtractiveSummarizer'
+"""
+
+from __future__ import annotations
+
+from nexus_store.compaction.extractive import ExtractiveSummarizer
+from nexus_store.compaction.plan import (
+    BranchSummaryOutcome,
+    CompactionOutcome,
+    CompactionPlan,
+    ContextItem,
+    plan_compaction,
+    run_branch_summary,
+    run_compaction,
+)
+from nexus_store.compaction.policy import (
+    CompactionConfig,
+    Degradation,
+    LayerConfig,
+    SummarizerOptions,
+    evaluate_degradation,
+    load_config,
+    select_layer,
+    should_compact,
+    trigger_threshold,
+)
+from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context, tool_output_tokens
+from nexus_store.compaction.runner import Compaction, CompactResult, resolve_summarizer
+from nexus_store.compaction.stages import StagedSummary, summarize_in_stages
+from nexus_store.compaction.summarizer import HttpSummarizer, Summarizer, get_summarizer
+
+__all__ = [
+    "BranchSummaryOutcome",
+    "CompactResult",
+    "Compaction",
+    "CompactionConfig",
+    "CompactionOutcome",
+    "CompactionPlan",
+    "ContextItem",
+    "Degradation",
+    "ExtractiveSummarizer",
+    "HttpSummarizer",
+    "LayerConfig",
+    "PruneConfig",
+    "PruneResult",
+    "StagedSummary",
+    "Summarizer",
+    "SummarizerOptions",
+    "evaluate_degradation",
+    "get_summarizer",
+    "load_config",
+    "plan_compaction",
+    "prune_context",
+    "resolve_summarizer",
+    "run_branch_summary",
+    "run_compaction",
+    "select_layer",
+    "should_compact",
+    "summarize_in_stages",
+    "tool_output_tokens",
+    "trigger_threshold",
+]

@@ -1,0 +1,368 @@
+"""The SQL of the OpenAI Agents SDK sessions: tail reads, named branches, item kinds, usage.
+
+`AgentSessions` is a part over an open `Store` (its connection and ``atomic()``); the
+session classes in `nexus_store.openai_agents` are its only callers. Its tables come
+from migration ``0040_agent_sessions``:
+
+- ``agent_branches``: a branch name points at a leaf turn, so a branch copies nothing;
+- ``agent_items``: the SDK item type and tool name of each turn written from an item,
+  so user-turn numbers and tool usage along a path are one query;
+- ``agent_usage``: the usage a Runner result reported for one user turn of a branch.
+
+Every path query walks ``turns.parent_id`` up from a leaf (a recursive CTE), so its
+cost follows the path, and `tail` stops after ``limit`` turns: reading the last N items
+costs O(N), not O(history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from nexus_store.assemble import build_messages
+
+if TYPE_CHECKING:
+    from nexus_store.store.facade import Store
+
+__all__ = ["AgentSessions"]
+
+# The columns of a turn and its messages in the order of CONTEXT_SQL (which
+# assemble.build_messages reads), over `turns t left join messages m`.
+MESSAGE_COLUMNS = """
+t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_uid,
+t.custom_type, t.display, t.details_json, t.extra_json,
+m.idx, m.role, m.content_kind, m.content_json, m.text,
+m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
+m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
+"""
+
+# The last :limit turns of the path ending at :leaf with their messages, oldest first.
+TAIL_SQL = f"""
+with recursive up(id, parent_id, n) as (
+    select id, parent_id, 1 from turns where id = :leaf
+    union all
+    select t.id, t.parent_id, up.n + 1 from up join turns t on t.id = up.parent_id
+    where up.n < :limit
+)
+select {MESSAGE_COLUMNS}, t.parent_id, t.run_parent_id
+from up join turns t on t.id = up.id
+left join messages m on m.turn_id = t.id
+order by t.depth, m.idx
+"""
+
+# The turns on the path ending at :leaf that were written from SDK items, as a CTE
+# `items`: key, uid, created time, item type, tool name and user-turn number (user
+# items counted from the root; items before the first one are turn 0, as in
+# AdvancedSQLiteSession), ordered by depth.
+PATH_ITEMS_CTE = """
+with recursive up(id, parent_id) as (
+    select id, parent_id from turns where id = :leaf
+    union all
+    select t.id, t.parent_id from up join turns t on t.id = up.parent_id
+),
+items as (
+    select t.id, t.uid, t.created_utc, a.item_type, a.tool_name, t.depth,
+           sum(case when a.item_type = 'user' then 1 else 0 end)
+               over (order by t.depth rows unbounded preceding) as user_turn
+    from up join turns t on t.id = up.id
+    join agent_items a on a.turn_id = t.id
+)
+"""
+
+PATH_ITEMS_SQL = (
+    PATH_ITEMS_CTE
+    + "select id, uid, created_utc, item_type, tool_name, user_turn from items order by depth"
+)
+
+CALL_TYPES = (
+    "tool_call",
+    "function_call",
+    "computer_call",
+    "file_search_call",
+    "web_search_call",
+    "code_interpreter_call",
+    "tool_search_call",
+    "custom_tool_call",
+    "mcp_call",
+    "mcp_approval_request",
+    "shell_call",
+    "apply_patch_call",
+)
+"""Item types that count as a tool use (AdvancedSQLiteSession.get_tool_usage's list)."""
+
+# Tool uses per tool and user turn on the path: every call item, plus a tool search
+# output with no call of its tool in the same turn (a server-side search).
+TOOL_USAGE_SQL = (
+    PATH_ITEMS_CTE
+    + """
+select tool_name, count(*), user_turn from (
+    select coalesce(tool_name, case when item_type in ('shell_call', 'apply_patch_call')
+                                    then item_type end) as tool_name, user_turn
+    from items where item_type in ({calls})
+    union all
+    select o.tool_name, o.user_turn from items o
+    where o.item_type = 'tool_search_output'
+      and not exists (select 1 from items c where c.user_turn = o.user_turn
+                      and c.tool_name = o.tool_name and c.item_type = 'tool_search_call')
+) uses
+group by tool_name, user_turn
+order by user_turn, tool_name
+""".replace("{calls}", ", ".join(f"'{t}'" for t in CALL_TYPES))
+)
+
+# The usage rows of one branch for the user turns on its path, by user-turn number.
+TURN_USAGE_SQL = (
+    PATH_ITEMS_CTE
+    + """
+select i.user_turn, u.requests, u.input_tokens, u.output_tokens, u.total_tokens,
+       u.input_tokens_details_json, u.output_tokens_details_json
+from items i join agent_usage u on u.turn_id = i.id
+where i.item_type = 'user' and u.session_id = :session and u.branch = :branch
+order by i.user_turn
+"""
+)
+
+# User items on the path whose flattened text contains :term (ASCII case folded, as
+# SQLite's LIKE); the caller checks each text part exactly.
+USER_TEXT_SQL = (
+    PATH_ITEMS_CTE
+    + """
+select i.id, i.user_turn from items i
+where i.item_type = 'user' and exists (
+    select 1 from messages m where m.turn_id = i.id and instr(lower(m.text), lower(:term)) > 0)
+order by i.user_turn
+"""
+)
+
+UPSERT_USAGE_SQL = """
+insert into agent_usage (session_id, branch, turn_id, recorded_utc, requests, input_tokens,
+    output_tokens, cache_read_tokens, reasoning_tokens, total_tokens,
+    input_tokens_details_json, output_tokens_details_json)
+values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+on conflict (session_id, branch, turn_id) do update set
+    recorded_utc = excluded.recorded_utc, requests = excluded.requests,
+    input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+    cache_read_tokens = excluded.cache_read_tokens,
+    reasoning_tokens = excluded.reasoning_tokens, total_tokens = excluded.total_tokens,
+    input_tokens_details_json = excluded.input_tokens_details_json,
+    output_tokens_details_json = excluded.output_tokens_details_json
+"""
+
+SESSION_USAGE_SQL = """
+select sum(u.requests), sum(u.input_tokens), sum(u.output_tokens), sum(u.total_tokens), count(*)
+from agent_usage u join agent_branches b on b.session_id = u.session_id and b.name = u.branch
+where u.session_id = ? and b.deleted_utc is null and (? is null or u.branch = ?)
+"""
+
+BRANCHES_SQL = """
+select name, leaf_turn_id, created_utc from agent_branches
+where session_id = ? and deleted_utc is null order by created_utc, id
+"""
+
+
+class AgentSessions:
+    """The SDK sessions' reads and writes on a `Store`'s database.
+
+    Args:
+        store: The open store (its connection, and ``atomic()`` for writes).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _rows(self, sql: str, params: Any = ()) -> list[Any]:
+        return list(self.store.conn.execute(sql, params).fetchall())
+
+    # -- keys ------------------------------------------------------------------------
+
+    def session_row(self, session_id: str) -> tuple[int, int | None, int] | None:
+        """``(key, active leaf key, last seq)`` of a session, or None if it does not exist."""
+        rows = self._rows(
+            "select id, active_leaf_id, last_seq from sessions where uid = ?", [session_id]
+        )
+        return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
+
+    def turns_after(self, session_key: int, seq: int) -> list[tuple[int, str]]:
+        """``(key, uid)`` of the session's turns appended after ``seq``, in order."""
+        return [
+            (r[0], r[1])
+            for r in self._rows(
+                "select id, uid from turns where session_id = ? and seq > ? order by seq",
+                [session_key, seq],
+            )
+        ]
+
+    def turn_uid(self, turn_key: int | None) -> str | None:
+        """The public id of a turn key (None for None)."""
+        if turn_key is None:
+            return None
+        return str(self._rows("select uid from turns where id = ?", [turn_key])[0][0])
+
+    def parent_key(self, turn_key: int) -> int | None:
+        """The parent key of a turn (None for a root)."""
+        value = self._rows("select parent_id from turns where id = ?", [turn_key])[0][0]
+        return None if value is None else int(value)
+
+    # -- reading items -------------------------------------------------------------------
+
+    def tail(
+        self, leaf_key: int, limit: int
+    ) -> tuple[list[Any], list[str], list[int], bool] | None:
+        """The last ``limit`` messages of the path ending at a leaf, in O(limit).
+
+        Args:
+            leaf_key: The leaf's key.
+            limit: How many messages (at least 1).
+
+        Returns:
+            ``(messages, turn uids, turn keys, complete)``, oldest first; ``complete``
+            when no message precedes them. None when the turns walked hold one that is
+            not a plain message turn (a compaction, a summary, a custom entry) or reach
+            the root of a forked session: the caller then assembles the whole context,
+            which handles those.
+        """
+        rows = self._rows(TAIL_SQL, {"leaf": leaf_key, "limit": limit + 1})
+        if any(row[2] != "message" for row in rows):
+            return None
+        first = rows[0]
+        reached_root = first[26] is None
+        if reached_root and first[27] is not None:
+            return None  # a fork: its context continues in the parent session
+        messages, uids, _, _ = build_messages(rows, None)
+        if len(messages) < limit and not reached_root:
+            return None
+        by_uid = {row[1]: row[0] for row in rows}
+        keys = [by_uid[uid] for uid in uids]
+        complete = reached_root and len(messages) <= limit
+        return messages[-limit:], uids[-limit:], keys[-limit:], complete
+
+    def messages_of(self, turn_keys: Sequence[int]) -> dict[int, list[Any]]:
+        """The messages of the given message turns, by turn key."""
+        found: dict[int, list[Any]] = {}
+        for start in range(0, len(turn_keys), 500):
+            chunk = list(turn_keys[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._rows(
+                f"select {MESSAGE_COLUMNS} from turns t left join messages m "
+                f"on m.turn_id = t.id where t.id in ({marks}) order by t.id, m.idx",
+                chunk,
+            )
+            messages, uids, _, _ = build_messages(rows, None)
+            key_of = {row[1]: row[0] for row in rows}
+            for message, uid in zip(messages, uids, strict=True):
+                found.setdefault(key_of[uid], []).append(message)
+        return found
+
+    def path_items(self, leaf_key: int | None) -> list[tuple[int, str, str, str, str | None, int]]:
+        """``(key, uid, created, item type, tool name, user turn)`` along a path, root first."""
+        if leaf_key is None:
+            return []
+        return [tuple(r) for r in self._rows(PATH_ITEMS_SQL, {"leaf": leaf_key})]
+
+    def user_turns_containing(self, leaf_key: int | None, term: str) -> list[tuple[int, int]]:
+        """``(key, user turn)`` of user items on a path whose text may contain ``term``."""
+        if leaf_key is None:
+            return []
+        return [(r[0], r[1]) for r in self._rows(USER_TEXT_SQL, {"leaf": leaf_key, "term": term})]
+
+    def tool_usage(self, leaf_key: int | None) -> list[tuple[str, int, int]]:
+        """``(tool name, uses, user turn)`` along a path, by turn."""
+        if leaf_key is None:
+            return []
+        return [(r[0], r[1], r[2]) for r in self._rows(TOOL_USAGE_SQL, {"leaf": leaf_key})]
+
+    # -- writing items -------------------------------------------------------------------
+
+    def record_items(self, rows: Sequence[tuple[int, str, str | None]]) -> None:
+        """Record ``(turn key, item type, tool name)`` for turns written from SDK items."""
+        if rows:
+            self.store.conn.executemany(
+                "insert into agent_items (turn_id, item_type, tool_name) values (?, ?, ?)",
+                list(rows),
+            )
+
+    # -- branches ------------------------------------------------------------------------
+
+    def branch(self, session_key: int, name: str) -> tuple[int | None, bool] | None:
+        """``(tip key, deleted)`` of a branch, or None if the name was never used."""
+        rows = self._rows(
+            "select leaf_turn_id, deleted_utc from agent_branches where session_id = ? "
+            "and name = ?",
+            [session_key, name],
+        )
+        return None if not rows else (rows[0][0], rows[0][1] is not None)
+
+    def add_branch(
+        self, session_key: int, name: str, tip: int | None, base: int | None, now: str
+    ) -> bool:
+        """Name a new branch; False (nothing written) if the name was ever used."""
+        if self.branch(session_key, name) is not None:
+            return False
+        self.store.conn.execute(
+            "insert into agent_branches (session_id, name, leaf_turn_id, base_turn_id, "
+            "created_utc) values (?, ?, ?, ?, ?)",
+            [session_key, name, tip, base, now],
+        )
+        return True
+
+    def set_tip(self, session_key: int, name: str, tip: int | None) -> None:
+        """Point a branch at a new tip."""
+        self.store.conn.execute(
+            "update agent_branches set leaf_turn_id = ? where session_id = ? and name = ?",
+            [tip, session_key, name],
+        )
+
+    def live_branches(self, session_key: int) -> list[tuple[str, int | None, str]]:
+        """``(name, tip key, created)`` of the branches not deleted, oldest first."""
+        return [(r[0], r[1], r[2]) for r in self._rows(BRANCHES_SQL, [session_key])]
+
+    def delete_branch(self, session_key: int, name: str, now: str) -> None:
+        """Mark a branch deleted (its name stays reserved; its turns stay) and drop its usage."""
+        self.store.conn.execute(
+            "update agent_branches set deleted_utc = ? where session_id = ? and name = ?",
+            [now, session_key, name],
+        )
+        self.store.conn.execute(
+            "delete from agent_usage where session_id = ? and branch = ?", [session_key, name]
+        )
+
+    def reset(self, session_key: int, keep: str, now: str) -> None:
+        """Clear a session's SDK view: every branch but ``keep`` deleted, ``keep`` empty."""
+        self.store.conn.execute(
+            "update agent_branches set deleted_utc = ? where session_id = ? and name != ? "
+            "and deleted_utc is null",
+            [now, session_key, keep],
+        )
+        self.set_tip(session_key, keep, None)
+        self.store.conn.execute("delete from agent_usage where session_id = ?", [session_key])
+
+    # -- usage ---------------------------------------------------------------------------
+
+    def put_usage(
+        self, session_key: int, branch: str, turn_key: int, values: Sequence[Any]
+    ) -> None:
+        """Record (or replace) the usage of one user turn of a branch.
+
+        ``values``: recorded time, requests, input, output, cache-read, reasoning and
+        total tokens, and the two details as JSON text.
+        """
+        self.store.conn.execute(UPSERT_USAGE_SQL, [session_key, branch, turn_key, *values])
+
+    def drop_usage(self, session_key: int, branch: str, turn_key: int) -> None:
+        """Forget the usage of one user turn of a branch (its user item was popped)."""
+        self.store.conn.execute(
+            "delete from agent_usage where session_id = ? and branch = ? and turn_id = ?",
+            [session_key, branch, turn_key],
+        )
+
+    def turn_usage(self, session_key: int, branch: str, leaf_key: int | None) -> list[Any]:
+        """Usage rows of a branch's user turns on its path, by turn number."""
+        if leaf_key is None:
+            return []
+        return self._rows(
+            TURN_USAGE_SQL, {"leaf": leaf_key, "session": session_key, "branch": branch}
+        )
+
+    def session_usage(self, session_key: int, branch: str | None) -> Any:
+        """Sums of requests, input, output, total tokens and the number of turns."""
+        return self._rows(SESSION_USAGE_SQL, [session_key, branch, branch])[0]

@@ -1,0 +1,191 @@
+"""NexusAdvancedSession against the SDK's AdvancedSQLiteSession on the same Runner script.
+
+A scripted model (the SDK's ``agents.testing.ScriptedModel``; no network) answers several
+turns, one with a tool call; a branch is made in the middle and continued; usage is
+recorded after each run. Every read of both sessions must agree. Then what only the
+tree gives: the branch copied nothing, pops and deletes keep the turns, and usage sits
+in SQL columns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nexus_store import Store
+from nexus_store.openai_agents import NexusAdvancedSession
+
+agents = pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+
+from agents import Agent, Runner, function_tool  # noqa: E402
+from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather of a city."""
+    return f"sunny in {city}"
+
+
+def usage(requests: int, inp: int, out: int) -> Usage:
+    return Usage(requests=requests, input_tokens=inp, output_tokens=out, total_tokens=inp + out)
+
+
+def script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            ModelStep(output=[assistant_message("Hello!")], usage=usage(1, 100, 20)),
+            ModelStep(
+                output=[function_call("weather", {"city": "Oslo"}, call_id="c1")],
+                usage=usage(1, 150, 10),
+            ),
+            ModelStep(output=[assistant_message("Sunny in Oslo.")], usage=usage(1, 200, 30)),
+            ModelStep(output=[assistant_message("Bye.")], usage=usage(1, 250, 5)),
+            # on the branch made from turn 2
+            ModelStep(output=[assistant_message("Rain in Bergen.")], usage=usage(1, 120, 15)),
+            ModelStep(output=[assistant_message("Still raining.")], usage=usage(1, 140, 25)),
+        ]
+    )
+
+
+async def play(session: Any) -> dict[str, Any]:
+    """Run the script on a session and collect every read the advanced API offers."""
+    agent = Agent(name="a", model=script(), tools=[weather])
+    seen: dict[str, Any] = {}
+    for prompt in ("hi", "weather in Oslo?", "bye"):
+        result = await Runner.run(agent, prompt, session=session)
+        await session.store_run_usage(result)
+    seen["main_items"] = await session.get_items()
+    seen["main_turns"] = [
+        {k: t[k] for k in ("turn", "content", "full_content")}
+        for t in await session.get_conversation_turns()
+    ]
+    branch = await session.create_branch_from_turn(2, "bergen")
+    seen["branch_id"] = branch
+    seen["branch_start"] = await session.get_items()
+    for prompt in ("weather in Bergen?", "and now?"):
+        result = await Runner.run(agent, prompt, session=session)
+        await session.store_run_usage(result)
+    seen["branch_items"] = await session.get_items()
+    seen["main_again"] = await session.get_items(branch_id="main")
+    seen["branches"] = sorted(
+        (b["branch_id"], b["message_count"], b["user_turns"], b["is_current"])
+        for b in await session.list_branches()
+    )
+    for branch_id in (None, "main", "bergen"):
+        seen[f"session_usage_{branch_id}"] = await session.get_session_usage(branch_id)
+        seen[f"turn_usage_{branch_id}"] = await session.get_turn_usage(branch_id=branch_id)
+        seen[f"tools_{branch_id}"] = await session.get_tool_usage(branch_id)
+        seen[f"by_turns_{branch_id}"] = await session.get_conversation_by_turns(branch_id)
+    seen["turn_2_usage_main"] = await session.get_turn_usage(2, branch_id="main")
+    seen["find"] = [t["turn"] for t in await session.find_turns_by_content("weather")]
+    seen["popped"] = await session.pop_item()
+    seen["after_pop"] = await session.get_items(limit=2)
+    await session.switch_to_branch("main")
+    await session.delete_branch("bergen")
+    seen["branches_after_delete"] = [b["branch_id"] for b in await session.list_branches()]
+    seen["usage_after_delete"] = await session.get_session_usage()
+    return seen
+
+
+class TestSameAsAdvancedSQLiteSession:
+    def test_runner_script_gives_the_same_items_and_usage(self, tmp_path: Path) -> None:
+        theirs = AdvancedSQLiteSession(
+            session_id="s", db_path=tmp_path / "sdk.db", create_tables=True
+        )
+        ours = NexusAdvancedSession("s", tmp_path / "nexus.db")
+        try:
+            expected = asyncio.run(play(theirs))
+            got = asyncio.run(play(ours))
+        finally:
+            theirs.close()
+            ours.close()
+        assert expected["session_usage_None"]["requests"] == 6  # the script really ran
+        assert expected["tools_main"] == [("weather", 1, 2)]
+        for key, value in expected.items():
+            assert got[key] == value, key
+
+
+class TestTreeBranches:
+    def test_branch_copies_nothing_and_history_stays(self, tmp_path: Path) -> None:
+        db = tmp_path / "nexus.db"
+        session = NexusAdvancedSession("s", db)
+        try:
+            asyncio.run(play(session))
+        finally:
+            session.close()
+        with Store(db) as store:
+            messages = store.conn.execute("select count(*) from messages").fetchone()[0]
+            branches = store.conn.execute(
+                "select name, deleted_utc is not null from agent_branches order by id"
+            ).fetchall()
+            usage_rows = store.conn.execute(
+                "select branch, requests, input_tokens, output_tokens, total_tokens "
+                "from agent_usage order by id"
+            ).fetchall()
+        # 3 main turns (user, assistant; user, call, output, assistant; user, assistant),
+        # 2 branch turns (user, assistant each): every item written once, none copied;
+        # the popped item and the deleted branch's turns are still there.
+        assert messages == 2 + 4 + 2 + 2 + 2
+        assert branches == [("main", 0), ("bergen", 1)]
+        # usage of the deleted branch is gone, main's stays (as AdvancedSQLiteSession)
+        assert [r[0] for r in usage_rows] == ["main", "main", "main"]
+        assert usage_rows[1][1:] == (2, 350, 40, 390)
+
+    def test_branch_names_are_reserved_and_checked(self) -> None:
+        async def go() -> None:
+            session = NexusAdvancedSession("s")
+            await session.add_items([{"role": "user", "content": "a"}])
+            with pytest.raises(ValueError, match="does not contain a user message"):
+                await session.create_branch_from_turn(2)
+            with pytest.raises(ValueError, match="cannot be empty"):
+                await session.create_branch_from_turn(1, " ")
+            await session.switch_to_branch("main")
+            assert await session.create_branch_from_turn(1, "x") == "x"
+            await session.add_items([{"role": "user", "content": "b"}])
+            await session.switch_to_branch("main")
+            await session.delete_branch("x")
+            with pytest.raises(ValueError, match="already been used"):
+                await session.create_branch_from_turn(1, "x")
+            with pytest.raises(ValueError, match="does not exist"):
+                await session.switch_to_branch("x")
+            with pytest.raises(ValueError, match="'main'"):
+                await session.delete_branch("main")
+            session.close()
+            with pytest.raises(RuntimeError, match="closed"):
+                await session.list_branches()
+
+        asyncio.run(go())
+
+    def test_compaction_from_the_session_keeps_history(self, tmp_path: Path) -> None:
+        async def go() -> tuple[list[Any], int]:
+            session = NexusAdvancedSession("s", tmp_path / "c.db")
+            for i in range(12):
+                await session.add_items(
+                    [
+                        {"role": "user", "content": f"question {i} " + "word " * 200},
+                        {"role": "assistant", "content": f"answer {i} " + "word " * 200},
+                    ]
+                )
+            result = await session.compact(summarizer="extractive", keep_recent_tokens=500)
+            assert result.turn is not None
+            items = await session.get_items()
+            await session.add_items([{"role": "user", "content": "after"}])
+            items_after = await session.get_items(limit=1)
+            session.close()
+            with Store(tmp_path / "c.db") as store:
+                kept = store.conn.execute("select count(*) from messages").fetchone()[0]
+            return [items, items_after], kept
+
+        (items, after), kept = asyncio.run(go())
+        assert items[0]["role"] == "user"
+        assert "summary" in items[0]["content"].lower()
+        assert len(items) < 24
+        assert items[-1]["content"].startswith("answer 11")
+        assert after == [{"role": "user", "content": "after"}]
+        assert kept == 25  # nothing was deleted
