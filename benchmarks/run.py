@@ -39,6 +39,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import bench_gc  # noqa: E402
+import bench_turns  # noqa: E402
 import workload  # noqa: E402
 from peers import (  # noqa: E402
     ALL,
@@ -53,7 +54,19 @@ from peers.raw_sqlite import RawSqlitePeer  # noqa: E402
 WORK = HERE / ".work"
 DATA = WORK / "data"
 RUNS = WORK / "runs"
-WORKLOADS = ("append", "context", "branches", "status", "import", "storage", "gc", "assemble")
+WORKLOADS = (
+    "append",
+    "context",
+    "branches",
+    "status",
+    "import",
+    "storage",
+    "service",
+    "sync",
+    "turns",
+    "gc",
+    "assemble",
+)
 
 
 @dataclass
@@ -71,6 +84,9 @@ class Config:
     import_mb: list[int]
     budget_s: float
     langgraph_sizes: list[int] = field(default_factory=list)
+    #: sync: (transcript files, total MB) of the tree (issue 13: 1,000 files, 1 GB).
+    sync_tree: tuple[int, int] = (1_000, 1_000)
+    turns_n: int = 2_000
     #: Dead turns removed by gc, and messages assembled (issue 18: both linear).
     gc_sizes: list[int] = field(default_factory=list)
     assemble_sizes: list[int] = field(default_factory=list)
@@ -89,6 +105,8 @@ class Config:
                 import_mb=[4],
                 budget_s=0.2,
                 langgraph_sizes=[100],
+                sync_tree=(100, 10),
+                turns_n=200,
                 gc_sizes=[1_000, 5_000],
                 assemble_sizes=[6_000],
             )
@@ -106,6 +124,11 @@ class Config:
             gc_sizes=[10_000, 100_000],
             assemble_sizes=[30_000, 120_000],
         )
+
+
+def run_turns(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """Issue 17's table: turns/s per commit mode and bytes on disk per text byte."""
+    bench_turns.run_turns(cfg.turns_n, RUNS, res.add, res.note)
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -496,6 +519,76 @@ IMPORT_LOADERS = {
 }
 
 
+def run_service(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """The context-engine service (issue 12): calls through a client beside in-process."""
+    try:
+        import bench_service
+    except ImportError as err:  # the serve extra (starlette, uvicorn) is not installed
+        res.note(f"service skipped: {err}")
+        return
+    turns = 1_000 if cfg.quick else 10_000
+    try:
+        records = bench_service.run(turns, reps=50 if cfg.quick else 300)
+    except Exception as err:  # e.g. the service cannot start without the serve extra
+        res.note(f"service skipped: {type(err).__name__}: {err}")
+        return
+    for rec in records:
+        res.records.append(rec)
+        print(
+            f"  service {rec['workload']:26s} {rec['peer']:24s} {rec['median_s'] * 1000:7.2f} ms",
+            flush=True,
+        )
+
+
+def run_sync(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """Sync of a tree of transcripts: first, nothing changed, one file grown by 1 MB."""
+    files, mb = cfg.sync_tree
+    print(f"\n== sync: {files:,} pi transcripts, {mb:,} MB", flush=True)
+    if NexusPeer not in peers:
+        res.note("sync skipped: nexus_store not selected")
+        return
+    d = fresh_dir("sync")
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "bench_sync.py"),
+            "--files",
+            str(files),
+            "--total-mb",
+            str(mb),
+            "--db",
+            str(d / "s.db"),
+            "--tree",
+            str(d / "tree"),
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    if r.returncode:
+        res.note(f"sync failed: {r.stderr.strip().splitlines()[-1:]}")
+        return
+    out = json.loads(r.stdout)
+    size = out["bytes"]
+    rows = [
+        ("first sync (all new)", out["first_s"], size),
+        ("sync, nothing changed", out["nochange_s"], 0),
+        ("import of the tree again (no checkpoints)", out["import_tree_again_s"], size),
+        ("sync, one file grown by 1 MB", out["grown_s"], out["grown_bytes"]),
+        (
+            "import of that file whole (no checkpoints)",
+            out["import_grown_file_s"],
+            out["grown_file_bytes"],
+        ),
+    ]
+    for name, seconds, read in rows:
+        res.add(
+            "sync", name, files, [seconds], bytes_=read, tree_bytes=size, counter=out["counter"]
+        )
+        print(f"  {name:44s} {seconds:9.3f} s  {read / 1e6:9.1f} MB read", flush=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -629,6 +722,7 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
         "rate",
     )
     section("append, batches of 100 turns per transaction", "append_batch", None, "rate")
+    out.extend(bench_turns.turns_table(recs))
     for wl in ("context", "context+compaction"):
         section(f"{wl}: newest leaf (median per load; ratio vs nexus_store)", wl, NexusPeer.name)
     section(
@@ -673,6 +767,18 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
                 f"{r['bytes_per_1k_turns'] / 1e6:8.2f} MB/1k turns  {ratio}"
             )
 
+    service = [r for r in recs if r["workload"].startswith("service-")]
+    if service:
+        import bench_service
+
+        out.extend(["", *bench_service.render(service)])
+
+    sy = [r for r in recs if r["workload"] == "sync"]
+    if sy:
+        head = f"sync: {sy[0]['size']:,} transcripts, {sy[0]['tree_bytes'] / 1e6:,.0f} MB"
+        out.extend(["", head, "-" * len(head)])
+        for r in sy:
+            out.append(f"  {r['peer']:44s} {r['median_s']:9.3f} s  {r['bytes'] / 1e6:9.1f} MB read")
     out.extend(["", "targets (issue 5)", "-----------------"])
     out.extend(targets(res, cfg))
     if res.notes:
@@ -872,6 +978,25 @@ def targets(res: Results, cfg: Config) -> list[str]:
             f"         (LangGraph bytes per turn grow {lg[-1][1] / lg[0][1]:.1f}x from "
             f"{lg[0][0]:,} to {lg[-1][0]:,} turns: quadratic in total; nexus_store stays linear)"
         )
+    sync = {r["peer"]: r for r in res.records if r["workload"] == "sync"}
+    if sync:
+        still = sync["sync, nothing changed"]
+        again = sync["import of the tree again (no checkpoints)"]
+        line(
+            f"sync of {still['size']:,} unchanged transcripts < 1 s",
+            f"{still['median_s']:.3f} s ({again['median_s'] / still['median_s']:,.0f}x faster "
+            "than importing them again)",
+            still["median_s"] < 1.0,
+        )
+        grown = sync["sync, one file grown by 1 MB"]
+        whole = sync["import of that file whole (no checkpoints)"]
+        line(
+            "a grown file costs its new bytes",
+            f"read {grown['bytes'] / 1e6:.2f} MB of a {whole['bytes'] / 1e6:.1f} MB file in "
+            f"{grown['median_s']:.3f} s ({whole['median_s'] / grown['median_s']:.1f}x faster than "
+            "importing it whole)",
+            grown["bytes"] <= 1.1e6 and grown["median_s"] < whole["median_s"],
+        )
     for label, why in MISS_WHY.items():
         if any(f"[MISS] {label}" in x for x in lines):
             lines.append(f"         why {label}: {why}")
@@ -977,6 +1102,9 @@ def main(argv: list[str] | None = None) -> int:
         ("branches", run_branches),
         ("append", run_append),
         ("import", run_import),
+        ("service", run_service),
+        ("sync", run_sync),
+        ("turns", run_turns),
         ("gc", lambda c, _p, r: bench_gc.run_gc(c.gc_sizes, r, fresh_dir("gc"))),
         ("assemble", lambda c, _p, r: bench_gc.run_assemble(c.assemble_sizes, r, fresh_dir("asm"))),
     ]

@@ -31,6 +31,11 @@ FIXTURES = ROOT / "tests" / "fixtures" / "jsonl"
 NEEDS = {
     "postgresql:": "a PostgreSQL server (tests/test_postgres.py runs copy against one)",
     "--summarizer openai": "an LLM endpoint (tests/test_summarizer.py serves one on 127.0.0.1)",
+    "openclaw install": "OpenClaw itself (tests/test_openclaw_e2e.py installs into openclaw 2026.9.6)",
+    "openclaw uninstall": "OpenClaw itself (tests/test_openclaw_e2e.py uninstalls from it)",
+    "nexus-store serve": "a service that runs until stopped (tests/test_service.py::TestProcess)",
+    "-db ~/agents.db serve": "a service that runs until stopped (tests/test_service.py::TestProcess)",
+    "--watch": "runs until Ctrl-C (tests/test_sync.py follows appends, then interrupts it)",
 }
 
 

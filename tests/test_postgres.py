@@ -20,7 +20,7 @@ from nexus_store.cli import cli
 from nexus_store.store import pg
 from nexus_store.store.copy import Copy
 from nexus_store.store.dialect import PostgresDialect, SqliteDialect
-from nexus_store.store.pgstore import PostgresStore
+from nexus_store.store.pgstore import PostgresStore, pg_schema_files
 
 if TYPE_CHECKING:
     from tests.pg_server import PgServer
@@ -131,7 +131,7 @@ class TestConcurrency:
             assert [r.get(timeout=120) for r in results] == [0, 0, 0, 0]
         with Store(url) as store:
             assert isinstance(store, PostgresStore)
-            assert store.applied_migrations() == ["0001_initial", "0002_search", "0003_workspace"]
+            assert store.applied_migrations() == [p.stem for p in pg_schema_files()]
 
 
 def _open_and_count(url: str) -> int:
@@ -149,7 +149,7 @@ class TestOpening:
         with Store(pg_url) as store:
             assert store.counter.name == "chars4"
             assert store.get_session(sid).id == sid
-            assert store.applied_migrations() == ["0001_initial", "0002_search", "0003_workspace"]
+            assert store.applied_migrations() == [p.stem for p in pg_schema_files()]
         with pytest.raises(NexusError, match="chars4"):
             Store(pg_url, counter="cl100k_base")
 

@@ -16,8 +16,11 @@ from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.copying import copy
 from nexus_store.cli.maintenance import backup, doctor, gc
+from nexus_store.cli.openclaw import openclaw
 from nexus_store.cli.read import schema, sessions, sql, tree
 from nexus_store.cli.search import search
+from nexus_store.cli.service import serve
+from nexus_store.cli.sync import sync
 from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
@@ -58,6 +61,7 @@ def cli(db: Path | str | None, counter: str | None) -> None:
 for command in (
     import_,
     export,
+    sync,
     sessions,
     tree,
     context,
@@ -70,5 +74,7 @@ for command in (
     gc,
     backup,
     copy,
+    serve,
+    openclaw,
 ):
     cli.add_command(command)

@@ -41,7 +41,10 @@ def import_(
     """Import transcripts: files, directories (searched recursively) or - for stdin.
 
     Formats are detected from the content: pi / OpenClaw session JSONL (v1-v3),
-    the compaction-event NDJSON, Claude Code and Codex CLI transcripts. Import
+    the compaction-event NDJSON, Claude Code and Codex CLI transcripts, and
+    OpenClaw's own database (openclaw-agent.sqlite, read-only). A path that is
+    not a transcript (binary, archive, README, empty folder) is reported and
+    makes no session; nothing importable at all exits 1. Import
     is idempotent: a file imported twice changes nothing, a longer version of a
     file adds only its new entries. Odd lines are repaired or skipped and
     reported with file:line; each file is stored in one transaction.
@@ -50,6 +53,7 @@ def import_(
     Example:
         nexus-store import ~/.pi/agent/sessions
         nexus-store import ~/.claude/projects --json
+        nexus-store import ~/.openclaw/agents
         cat session.jsonl | nexus-store import -
         nexus-store import --example
     """
@@ -92,8 +96,10 @@ def import_(
         )
         for error in report.errors:
             echo(f"error: {error}", err=True)
-    if report.errors:
-        ctx.exit(1)
+        for skipped in report.not_transcripts:
+            echo(skipped, err=True)
+    if report.errors or (report.not_transcripts and not report.sessions):
+        ctx.exit(1)  # an error, or nothing importable at all
 
 
 @click.command()

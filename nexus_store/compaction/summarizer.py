@@ -26,9 +26,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nexus_store.compaction.extractive import ExtractiveSummarizer
 from nexus_store.compaction.prompts import (
@@ -41,6 +39,9 @@ from nexus_store.compaction.prompts import (
     build_summary_prompt,
 )
 from nexus_store.errors import SummarizerError
+
+if TYPE_CHECKING:  # httpx is imported when a summarizer is built (it is slow to import)
+    import httpx
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -246,6 +247,8 @@ class HttpSummarizer:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.temperature = temperature
+        import httpx
+
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.__api_key = _Secret(key) if key else None
         # what _scrub masks, longest first (a key, the URL's user:password and password)
@@ -412,6 +415,8 @@ class HttpSummarizer:
 
     def _attempt(self, body: dict[str, Any]) -> str:
         """One request. Returns text, raises `_Retry`, or raises `SummarizerError`."""
+        import httpx
+
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout)
         # Errors are built outside the `except` blocks so that no httpx exception

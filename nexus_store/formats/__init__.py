@@ -25,20 +25,24 @@ from typing import Any, BinaryIO
 
 from nexus_store.errors import TranscriptError
 from nexus_store.formats.base import LineReader, ParsedEntry, ParsedSession, Problem
-from nexus_store.formats.claude_code import parse_claude_code
+from nexus_store.formats.claude_code import parse_claude_code, resume_claude_code
 from nexus_store.formats.codex import parse_codex
 from nexus_store.formats.ndjson import collect_boundaries, parse_ndjson, write_ndjson
-from nexus_store.formats.pi import apply_patch, parse_pi, write_pi
+from nexus_store.formats.pi import apply_patch, parse_pi, parse_pi_tail, write_pi
+from nexus_store.formats.sniff import NotATranscript, check_transcript
 
 __all__ = [
     "FORMATS",
+    "NotATranscript",
     "ParsedEntry",
     "ParsedSession",
     "Problem",
     "apply_patch",
+    "check_transcript",
     "detect_format",
     "parse_file",
     "parse_stream",
+    "parse_tail",
     "write_ndjson",
     "write_pi",
 ]
@@ -213,15 +217,72 @@ def _parse(
     reader = LineReader(lines, name, problems, strict=strict)
     if fmt == "pi":
         session = parse_pi(reader)
+        if session.source_version is not None and session.source_version >= 2:
+            session.resume = {"header": session.header}
     elif fmt == "ndjson":
         session = parse_ndjson(reader, boundaries)
     elif fmt == "claude_code":
         session = parse_claude_code(reader)
     else:
         session = parse_codex(reader)
+    if session.resume is not None:
+        session.entries = _counting(session.entries, session, reader)
     if owned is not None:
         session.entries = _closing(session.entries, owned)
     yield session
+
+
+def _counting(
+    entries: Iterator[ParsedEntry], session: ParsedSession, reader: LineReader
+) -> Iterator[ParsedEntry]:
+    yield from entries
+    assert session.resume is not None
+    # Where a read of the following lines starts: the next object ordinal and line.
+    session.resume["objects"] = reader.count
+    session.resume["lines"] = reader.last_line
+
+
+def parse_tail(
+    lines: Iterable[bytes],
+    name: str,
+    format: str,
+    resume: dict[str, Any],
+    *,
+    first_line: int,
+    strict: bool = False,
+) -> ParsedSession:
+    """Read the lines after a checkpoint of a transcript read before (sync).
+
+    Only formats whose `ParsedSession.resume` was set can be continued this way (pi
+    v2/v3 and Claude Code); the others are re-read whole.
+
+    Args:
+        lines: The raw lines after the checkpoint (complete lines only).
+        name: The file name, for problems.
+        format: The format of the earlier read.
+        resume: The earlier read's ``resume`` (header, parser state, objects read).
+        first_line: The line number of the first of ``lines`` in the file.
+        strict: Raise at the first problem instead of repairing or skipping.
+
+    Returns:
+        The session, with the same source id as the earlier read; ``resume`` is
+        updated once its entries are exhausted.
+
+    Raises:
+        TranscriptError: A format that cannot be continued, or (strict) a problem.
+    """
+    problems: list[Problem] = []
+    objects = int(resume.get("objects", 0))
+    reader = LineReader(lines, name, problems, strict=strict, first_line=first_line, count=objects)
+    if format == "pi":
+        session = parse_pi_tail(reader, resume["header"])
+        session.resume = {"header": resume["header"]}
+    elif format == "claude_code":
+        session = resume_claude_code(reader, resume)
+    else:
+        raise TranscriptError(f"a {format} transcript cannot be read from a checkpoint")
+    session.entries = _counting(session.entries, session, reader)
+    return session
 
 
 def _closing(entries: Iterator[ParsedEntry], handle: BinaryIO) -> Iterator[ParsedEntry]:

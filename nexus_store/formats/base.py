@@ -98,6 +98,10 @@ class ParsedSession:
         parent_source_id: The parent session's source_id for sub-agent files.
         entries: Entries in file order, streamed; memory stays flat.
         problems: Problems met so far; appended to while ``entries`` is consumed.
+        resume: For formats a sync can continue mid-file (pi v2/v3, Claude Code):
+            what a later read of the lines after the last one needs (header, parser
+            state, ``objects`` read so far), complete once ``entries`` is exhausted;
+            None for formats that are re-read whole.
     """
 
     path: str
@@ -108,6 +112,7 @@ class ParsedSession:
     parent_source_id: str | None
     entries: Iterator[ParsedEntry]
     problems: list[Problem] = field(default_factory=list)
+    resume: dict[str, Any] | None = None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -272,13 +277,23 @@ class LineReader:
     """
 
     def __init__(
-        self, stream: Iterable[bytes], path: str, problems: list[Problem], *, strict: bool = False
+        self,
+        stream: Iterable[bytes],
+        path: str,
+        problems: list[Problem],
+        *,
+        strict: bool = False,
+        first_line: int = 1,
+        count: int = 0,
     ):
         self.path = path
         self.problems = problems
         self.strict = strict
-        self.count = 0
-        self._lines = enumerate(stream, 1)
+        self.count = count
+        self.last_line = first_line - 1  # number of the last line read (blank ones too)
+        # A sync that resumes mid-file starts at the line (and object ordinal) after
+        # its checkpoint, so problems and generated ids match a whole-file read.
+        self._lines = enumerate(stream, first_line)
         self._pending: list[tuple[int, dict[str, Any]]] = []
 
     def report(self, line: int, kind: str, message: str, *, repaired: bool) -> None:
@@ -303,6 +318,7 @@ class LineReader:
     def __next__(self) -> tuple[int, dict[str, Any]]:
         while not self._pending:
             lineno, raw = next(self._lines)
+            self.last_line = lineno
             self._read_line(lineno, raw)
         self.count += 1
         return self._pending.pop(0)
@@ -412,5 +428,6 @@ class LineReader:
             except StopIteration:
                 break
             read += len(raw)
+            self.last_line = lineno
             self._read_line(lineno, raw)
         return list(self._pending[:limit])

@@ -13,9 +13,12 @@ many without a uuid. How they map:
   ``tool_result`` block becomes a ``toolResult`` message, so a user line with
   several gives ``"messages": [...]``. The API message's other fields are kept
   under ``ccMessage`` (content left out when it was converted).
-* One API response split over several lines sharing ``message.id``: every line is
-  its own entry, but only the first piece carries ``usage`` in its pi message, so
-  usage is counted once (the repeats keep theirs in ``ccMessage.usage``).
+* One API response split over several lines sharing ``message.id`` (and
+  ``requestId``), or a line written twice: every line is its own entry, but only
+  the first piece of a response carries ``usage`` in its pi message, so usage and
+  cost are counted once (the repeats keep theirs in ``ccMessage.usage``). The
+  responses seen are part of the state a sync resumes from, so this holds across
+  syncs of a growing file too.
 * ``compact_boundary`` system lines start a new root in Claude Code; their parentId
   becomes ``logicalParentUuid`` so the tree stays connected (the written
   ``parentUuid`` is kept as an extra key). The ``isCompactSummary`` user record
@@ -46,11 +49,16 @@ from nexus_store.formats.base import (
     source_id_from_name,
 )
 
-__all__ = ["convert_blocks", "convert_usage", "parse_claude_code"]
+__all__ = ["convert_blocks", "convert_usage", "parse_claude_code", "resume_claude_code"]
 
 _AGENT_FILE = re.compile(r"agent-[0-9A-Za-z]+")  # sub-agent transcript: agent-<agentId>.jsonl
 _PEEK = 200  # records read ahead to find the session id
-_RECENT = 512  # message ids / tool names remembered (bounded: memory stays flat)
+_RECENT = 512  # tool names remembered (bounded: memory stays flat)
+# API responses remembered for counting usage once. Claude Code writes one response
+# as several lines (one per content block) and sometimes writes a line twice; both
+# repeat the message id and request id, usually within a few lines, so a bounded
+# memory of recent ones suffices.
+_SEEN = 2048
 _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -98,16 +106,19 @@ def parse_claude_code(reader: LineReader) -> ParsedSession:
         source_id = session_id
     header["id"] = source_id
     header.setdefault("cwd", "")
-    return ParsedSession(
+    session = ParsedSession(
         path=reader.path,
         source_format="claude_code",
         source_version=None,
         source_id=source_id,
         header=header,
         parent_source_id=parent,
-        entries=_entries(reader, source_id),
+        entries=iter(()),
         problems=reader.problems,
     )
+    session.resume = {"source_id": source_id, "header": header, "parent_source_id": parent}
+    session.entries = _entries(reader, session, _State())
+    return session
 
 
 def convert_usage(usage: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +249,11 @@ def _user_messages(content: Any, names: BoundedMap, ms: int | None) -> list[dict
 
 
 def _assistant_message(
-    api: dict[str, Any], names: BoundedMap, seen: BoundedMap, ms: int | None
+    api: dict[str, Any],
+    names: BoundedMap,
+    seen: BoundedMap,
+    ms: int | None,
+    request_id: Any = None,
 ) -> dict[str, Any]:
     content = api.get("content")
     if isinstance(content, str):
@@ -250,9 +265,14 @@ def _assistant_message(
     if isinstance(api.get("model"), str):
         message["model"] = api["model"]
     message_id = api.get("id")
-    first_piece = not (isinstance(message_id, str) and message_id in seen)
+    key = None
     if isinstance(message_id, str):
-        seen.remember(message_id, message_id)
+        # One API response: its message id and, where written, its request id (as
+        # ccusage keys its de-duplication).
+        key = message_id if not isinstance(request_id, str) else f"{message_id}:{request_id}"
+    first_piece = not (key is not None and key in seen)
+    if key is not None:
+        seen.remember(key, key)
     usage = api.get("usage")
     if isinstance(usage, dict) and first_piece:
         message["usage"] = convert_usage(usage)
@@ -269,32 +289,103 @@ def _assistant_message(
     return message
 
 
-def _entries(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
-    make_id = id_generator(source_id)
-    previous: str | None = None  # the previous entry, for lines without a uuid
-    linked: str | None = None  # the previous record with a uuid, for uuids without a parent key
-    names = BoundedMap(_RECENT)  # tool-call id -> tool name, for toolResult messages
-    seen = BoundedMap(_RECENT)  # API message ids already given usage
-    pre_tokens: Any = None
-    trigger: Any = None
+class _State:
+    """What reading a Claude Code file carries from one line to the next.
+
+    Kept between syncs (`dump`/`load`) so that reading only the lines after a
+    checkpoint links, names and de-duplicates exactly as a whole-file read.
+    """
+
+    __slots__ = ("linked", "names", "pre_tokens", "previous", "seen", "trigger")
+
+    def __init__(self) -> None:
+        self.previous: str | None = None  # the previous entry, for lines without a uuid
+        self.linked: str | None = None  # previous record with a uuid (no parent key)
+        self.names = BoundedMap(_RECENT)  # tool-call id -> tool name, for toolResult
+        self.seen = BoundedMap(_SEEN)  # API responses (message id + request id) given usage
+        self.pre_tokens: Any = None
+        self.trigger: Any = None
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "previous": self.previous,
+            "linked": self.linked,
+            "names": list(self.names.items()),
+            "seen": list(self.seen),
+            "pre_tokens": self.pre_tokens,
+            "trigger": self.trigger,
+        }
+
+    @classmethod
+    def load(cls, data: dict[str, Any]) -> _State:
+        state = cls()
+        state.previous = data.get("previous")
+        state.linked = data.get("linked")
+        for key, value in data.get("names", []):
+            state.names.remember(key, value)
+        for key in data.get("seen", []):
+            state.seen.remember(key, key)
+        state.pre_tokens = data.get("pre_tokens")
+        state.trigger = data.get("trigger")
+        return state
+
+
+def resume_claude_code(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
+    """Read the lines after a checkpoint of a Claude Code file read before.
+
+    Args:
+        reader: A `LineReader` over the new lines (starting at the checkpoint's line
+            and object count).
+        resume: The ``resume`` of the earlier `ParsedSession`.
+
+    Returns:
+        The session (same source id and header); its ``entries`` stream lazily.
+    """
+    session = ParsedSession(
+        path=reader.path,
+        source_format="claude_code",
+        source_version=None,
+        source_id=resume["source_id"],
+        header=resume["header"],
+        parent_source_id=resume.get("parent_source_id"),
+        entries=iter(()),
+        problems=reader.problems,
+    )
+    session.resume = dict(resume)
+    session.entries = _entries(reader, session, _State.load(resume.get("state", {})))
+    return session
+
+
+def _entries(reader: LineReader, session: ParsedSession, state: _State) -> Iterator[ParsedEntry]:
+    make_id = id_generator(session.source_id)
     for line, obj in reader:
         has_uuid = isinstance(obj.get("uuid"), str) and bool(obj["uuid"])
-        entry = _entry(reader, line, obj, make_id, linked if has_uuid else previous, names, seen)
+        entry = _entry(
+            reader,
+            line,
+            obj,
+            make_id,
+            state.linked if has_uuid else state.previous,
+            state.names,
+            state.seen,
+        )
         if obj.get("subtype") == "compact_boundary":
             meta = obj.get("compactMetadata")
             meta = meta if isinstance(meta, dict) else {}
-            pre_tokens = meta.get("preTokens")
-            trigger = meta.get("trigger", obj.get("trigger"))
+            state.pre_tokens = meta.get("preTokens")
+            state.trigger = meta.get("trigger", obj.get("trigger"))
         elif entry["type"] == "compaction":
-            if pre_tokens is not None:
-                entry.setdefault("tokensBefore", pre_tokens)
-            if isinstance(trigger, str):
-                entry.setdefault("trigger", trigger)
-            pre_tokens = trigger = None
-        previous = entry["id"]
+            if state.pre_tokens is not None:
+                entry.setdefault("tokensBefore", state.pre_tokens)
+            if isinstance(state.trigger, str):
+                entry.setdefault("trigger", state.trigger)
+            state.pre_tokens = state.trigger = None
+        state.previous = entry["id"]
         if has_uuid:
-            linked = entry["id"]
+            state.linked = entry["id"]
         yield ParsedEntry(line, entry)
+    if session.resume is not None:
+        session.resume["state"] = state.dump()
 
 
 def _entry(
@@ -380,7 +471,7 @@ def _message_fields(
         return
     if obj.get("type") == "assistant":
         entry["type"] = "message"
-        entry["message"] = _assistant_message(api, names, seen, ms)
+        entry["message"] = _assistant_message(api, names, seen, ms, obj.get("requestId"))
     else:
         entry["type"] = "message"
         messages = _user_messages(content, names, ms)

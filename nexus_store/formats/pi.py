@@ -32,7 +32,14 @@ from nexus_store.formats.base import (
     source_id_from_name,
 )
 
-__all__ = ["apply_patch", "parse_pi", "split_messages", "write_pi"]
+__all__ = [
+    "apply_patch",
+    "parse_pi",
+    "parse_pi_tail",
+    "read_tree_entries",
+    "split_messages",
+    "write_pi",
+]
 
 CURRENT_VERSION = 3
 
@@ -112,6 +119,35 @@ def parse_pi(reader: LineReader) -> ParsedSession:
     else:
         session.entries = _entries_tree(reader, source_id, version)
     return session
+
+
+def parse_pi_tail(reader: LineReader, header: dict[str, Any]) -> ParsedSession:
+    """Read the lines after a checkpoint of a pi v2/v3 file whose header was read before.
+
+    Entries of v2/v3 carry their own ids and parent ids, so the lines after a
+    checkpoint read alone give the same entries as a whole-file read (the reader
+    starts at the checkpoint's line and object count, so generated ids match too).
+
+    Args:
+        reader: A `LineReader` over the new lines.
+        header: The header from the earlier read (``source_id`` is its ``id``).
+
+    Returns:
+        The session; its ``entries`` stream lazily.
+    """
+    version = _version_of(header, True)
+    raw_id = header.get("id")
+    source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
+    return ParsedSession(
+        path=reader.path,
+        source_format="pi",
+        source_version=version,
+        source_id=source_id,
+        header=header,
+        parent_source_id=None,
+        entries=_entries_tree(reader, source_id, version),
+        problems=reader.problems,
+    )
 
 
 def _rename_hook_message(entry: dict[str, Any]) -> None:
@@ -214,6 +250,22 @@ def _entries_tree(reader: LineReader, source_id: str, version: int) -> Iterator[
         else:
             patch = {"unset": unset, "set": changed} if unset or changed else None
             yield ParsedEntry(line, entry, patch)
+
+
+def read_tree_entries(reader: LineReader, source_id: str, version: int) -> Iterator[ParsedEntry]:
+    """Read v2/v3 entries (the objects after the header) from any `LineReader`.
+
+    Used by readers of other containers of pi entries (OpenClaw's SQLite store).
+
+    Args:
+        reader: Yields ``(line, object)``; its ``count`` is the next object's ordinal.
+        source_id: The session id (seeds generated ids).
+        version: 2 or 3.
+
+    Yields:
+        The entries, with a patch where the object had to be normalized.
+    """
+    return _entries_tree(reader, source_id, version)
 
 
 def _note(source: dict[str, Any], key: str, unset: list[str], changed: dict[str, Any]) -> None:

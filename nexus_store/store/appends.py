@@ -19,6 +19,7 @@ from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store.db import Handle, unstorable, utc_now
+from nexus_store.store.indexqueue import defer_message_index
 from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
@@ -80,7 +81,10 @@ class Appends:
         entry = dict(entry)
         _validate_native(entry)
         db = self.db
-        with db.atomic():
+        # In a caller's transaction the new messages are indexed for search once, at
+        # its commit, not by a trigger per row (store/indexqueue.py).
+        defer_message_index(db)
+        with db.atomic(keep_deferred=True):
             explicit = "parentId" in entry and entry["parentId"] is not None
             if explicit and not isinstance(entry["parentId"], str):
                 raise InvalidEntry(

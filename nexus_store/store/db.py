@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,9 @@ class Handle:
         self.where = where
         self.filename = filename
         self.sqlite_db = sqlite_db
+        #: Work a transaction gathers and does once before it commits (by key; see
+        #: `store/indexqueue.py`), dropped with the transaction on a rollback.
+        self._deferred: dict[str, Callable[[], None]] = {}
 
     # -- the one door to the driver ---------------------------------------------------
 
@@ -133,13 +136,29 @@ class Handle:
 
     # -- transactions -------------------------------------------------------------------
 
+    def defer(self, key: str, work: Callable[[], None]) -> None:
+        """Do ``work`` once before the current transaction commits (``key`` names it)."""
+        self._deferred[key] = work
+
+    def has_deferred(self, key: str) -> bool:
+        """Whether ``key``'s work waits for the current transaction's commit."""
+        return key in self._deferred
+
+    def flush_deferred(self) -> None:
+        """Do the work deferred to the commit now (before another part writes or reads it)."""
+        while self._deferred:
+            key = next(iter(self._deferred))
+            self._deferred.pop(key)()
+
     @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
+    def atomic(self, *, keep_deferred: bool = False) -> Iterator[None]:
         """Run the block in one write transaction (a savepoint when nested).
 
         The outermost block begins with the dialect's statement (SQLite takes the
         write lock at once, ``BEGIN IMMEDIATE``), retrying with backoff while another
         process holds the lock, up to `BUSY_RETRY_SECONDS`; then `DatabaseBusy`.
+        Deferred work (`defer`) is done before the commit, and before a nested block
+        unless ``keep_deferred`` (appends, which gather it).
 
         A driver error that escapes the block (one no part handled) comes out as
         nexus_store's (`driver_errors.translate`, issue 18); the transaction is rolled
@@ -154,6 +173,8 @@ class Handle:
                 "changed"
             )
         if self.conn.in_transaction:
+            if not keep_deferred:
+                self.flush_deferred()
             # A fixed savepoint name keeps the statements in sqlite3's cache (appends
             # inside a caller's atomic() are the batched hot path); names may nest, on
             # both backends (the innermost of a name is the one released).
@@ -167,11 +188,14 @@ class Handle:
                 raise
             self.execute("release savepoint nexus_nested")
             return
+        self._deferred.clear()
         self._begin()
         try:
             yield
+            self.flush_deferred()
             self.execute("commit")
         except BaseException as err:
+            self._deferred.clear()
             if self.conn.in_transaction:
                 with contextlib.suppress(*self.dialect.driver_errors, NexusError):
                     self.conn.execute("rollback")

@@ -108,7 +108,7 @@ class Dialect(ABC):
     begin_sql: ClassVar[str]
     synchronous_modes: ClassVar[tuple[str, ...]]
     synchronous_hint: ClassVar[str]
-    driver_errors: ClassVar[tuple[type[BaseException], ...]]
+    driver_errors: tuple[type[BaseException], ...]
 
     @abstractmethod
     def translate_error(self, err: BaseException, where: str) -> BaseException:
@@ -349,10 +349,12 @@ class PostgresDialect(Dialect):
     begin_sql = "begin"
     synchronous_modes = ("NORMAL", "FULL", "OFF")
     synchronous_hint = "NORMAL, FULL or OFF"
-    driver_errors = pg.driver_errors()
+    # set by __init__ (importing psycopg at class creation cost every command ~0.1 s)
+    driver_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.driver_errors = pg.driver_errors()
 
     def translate_error(self, err: BaseException, where: str) -> BaseException:
         """Psycopg's errors as nexus_store's (none reaches a caller)."""

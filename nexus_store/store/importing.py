@@ -18,12 +18,22 @@ from typing import IO, Any, BinaryIO, cast
 from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import ConflictError, NexusError, TranscriptError
-from nexus_store.formats import ParsedSession, Problem, parse_file, parse_stream
+from nexus_store.formats import (
+    NotATranscript,
+    ParsedSession,
+    Problem,
+    check_transcript,
+    parse_file,
+    parse_stream,
+)
+from nexus_store.formats.sniff import OPENCLAW_STORE
+from nexus_store.store.checkpoints import Checkpoints
 from nexus_store.store.ingest import Ingest
+from nexus_store.store.openclaw_source import OpenClawStore
 
 __all__ = ["ImportReport", "Importer", "ProgressCallback", "find_transcripts"]
 
-_PATTERNS = ("*.jsonl", "*.ndjson", "*.jsonl.reset.*")
+_PATTERNS = ("*.jsonl", "*.ndjson", "*.jsonl.reset.*", "openclaw-agent.sqlite")
 
 
 class ImportReport(BaseModel):
@@ -39,6 +49,9 @@ class ImportReport(BaseModel):
         skipped: Lines or entries left out (bad JSON, cut-off lines, duplicates...).
         conflicts: Entries already stored with different content (never overwritten).
         errors: Files that could not be imported at all, with the reason.
+        not_transcripts: Paths that hold no transcript ("not a transcript: PATH
+            (why)": a binary file, an archive, a README, a folder without
+            transcripts); no session is made for them.
         problems: Every problem, with file and line.
         bytes: Bytes of the files read.
         seconds: Wall time.
@@ -55,6 +68,7 @@ class ImportReport(BaseModel):
     skipped: int = 0
     conflicts: int = 0
     errors: list[str] = []
+    not_transcripts: list[str] = []
     problems: list[dict[str, Any]] = []
     bytes: int = 0
     seconds: float = 0.0
@@ -180,14 +194,22 @@ class Importer:
             if str(item) == "-":
                 files.append(None)
             else:
-                files.extend(find_transcripts(Path(item)))
+                found = find_transcripts(Path(item))
+                if not found:
+                    report.not_transcripts.append(
+                        f"not a transcript: {item} (no transcript files in it)"
+                    )
+                files.extend(found)
         done_bytes = 0
         for file in files:
             size = 0 if file is None else file.stat().st_size
             opened: list[BinaryIO] = []
             position = _Position(opened, size)
             try:
-                if file is None:
+                kind = None if file is None or format is not None else check_transcript(file)
+                if file is not None and kind == OPENCLAW_STORE:
+                    self._import_openclaw(file, report, strict, progress, done_bytes)
+                elif file is None:
                     stream = stdin if stdin is not None else sys.stdin.buffer
                     sessions = parse_stream(
                         cast(BinaryIO, stream), "<stdin>", format=format, strict=strict
@@ -196,6 +218,8 @@ class Importer:
                 else:
                     sessions = parse_file(file, format=format, strict=strict, on_open=opened.append)
                     self._import_sessions(sessions, report, strict, progress, done_bytes, position)
+            except NotATranscript as err:
+                report.not_transcripts.append(str(err))
             except (TranscriptError, ConflictError) as err:
                 report.errors.append(str(err))
             except OSError as err:
@@ -207,6 +231,37 @@ class Importer:
                 progress(done_bytes, report.entries)
         report.seconds = round(time.monotonic() - started, 3)
         return report
+
+    def _import_openclaw(
+        self,
+        path: Path,
+        report: ImportReport,
+        strict: bool,
+        progress: ProgressCallback | None,
+        done_bytes: int,
+    ) -> None:
+        # Every session of an OpenClaw agent database, read-only; each in its own
+        # transaction, its window lineage kept (see nexus_store.sync.openclaw).
+        db = self.ingest.db
+        checkpoints = Checkpoints(db.conn)
+        with OpenClawStore(path) as source:
+            for window, parsed in source.sessions():
+                self._import_sessions(
+                    iter([parsed]), report, strict, progress, done_bytes, lambda: 0
+                )
+                key = checkpoints.session_key(report.sessions[-1])
+                if key is None:
+                    continue
+                with db.atomic():
+                    checkpoints.record_lineage(
+                        key,
+                        previous_source_id=window.previous_session_id,
+                        reason=window.reason,
+                        openclaw_key=window.session_key,
+                        source_path=str(path),
+                    )
+        with db.atomic():
+            checkpoints.link_parents()
 
     def _import_sessions(
         self,

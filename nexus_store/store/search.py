@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from nexus_store.errors import InvalidQuery
 from nexus_store.rows import is_storable_text
 from nexus_store.store.db import Handle
+from nexus_store.store.indexqueue import index_since, pause_message_index
 from nexus_store.store.snippets import WINDOW_CHARS, WindowSnippets
 
 __all__ = ["SUMMARY_ROLES", "Search", "SearchHit", "literal_query"]
@@ -178,9 +179,6 @@ def literal_query(text: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
-_MESSAGE_TRIGGER = "messages_fts_after_insert"
-
-
 class Search:
     """Full-text search (``Store.search``) and the pause of its index for bulk writes.
 
@@ -207,28 +205,12 @@ class Search:
             What `bulk_index_end` needs (the last message key before the bulk write
             and the trigger's SQL), or None when there is no trigger to pause.
         """
-        if not self.db.dialect.capabilities.fts_bm25:
-            return None
-        row = self.db.execute(
-            "select sql from sqlite_master where type = 'trigger' and name = ?",
-            [_MESSAGE_TRIGGER],
-        ).fetchone()
-        if row is None:
-            return None
-        top = int(self.db.execute("select coalesce(max(id), 0) from messages").fetchone()[0])
-        self.db.execute(f"drop trigger {_MESSAGE_TRIGGER}")
-        return top, str(row[0])
+        self.db.flush_deferred()  # what appends gathered is indexed first
+        return pause_message_index(self.db)
 
     def bulk_index_end(self, paused: tuple[int, str] | None) -> None:
         """Index the messages written since `bulk_index_begin` and restore the trigger."""
-        if paused is None:
-            return
-        top, trigger_sql = paused
-        self.db.execute(
-            "insert into messages_fts (rowid, text) select id, text from messages where id > ?",
-            [top],
-        )
-        self.db.execute(trigger_sql)
+        index_since(self.db, paused)
 
     def search(
         self,
@@ -275,6 +257,7 @@ class Search:
             ...     [hit.snippet for hit in store.search("fox")]
             ['the [fox] jumps']
         """
+        self.db.flush_deferred()  # messages appended in this transaction are found too
         if limit < 1:
             raise InvalidQuery(f"limit must be at least 1, not {limit}")
         if not 1 <= snippet_tokens <= 64:

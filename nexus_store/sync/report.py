@@ -1,0 +1,99 @@
+"""What a sync did, and the one helper that stores a parsed session into a report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from nexus_store.formats import ParsedSession, Problem
+from nexus_store.store.importing import ImportReport
+
+if TYPE_CHECKING:
+    from nexus_store.store.facade import Store
+
+__all__ = ["SyncReport", "store_parsed"]
+
+
+class SyncReport(ImportReport):
+    """What a sync did: an `ImportReport` plus what the checkpoints saved and saw.
+
+    Attributes:
+        sources: Sources looked at (transcript files and OpenClaw databases).
+        unchanged: Sources skipped because nothing changed since the last sync
+            (one ``stat`` each).
+        grown: Sources read from their checkpoint (only the new bytes or rows).
+        new: Sources read for the first time.
+        reread: Sources read again from the start because they were rewritten,
+            truncated or replaced, with what was seen (never appended to).
+        missing: Sources synced before that are gone now (their sessions are kept).
+        not_transcripts: Paths that are not transcripts, with why (no session made).
+    """
+
+    sources: int = 0
+    unchanged: int = 0
+    grown: int = 0
+    new: int = 0
+    reread: list[str] = []  # noqa: RUF012 (pydantic copies field defaults)
+    missing: list[str] = []  # noqa: RUF012
+
+
+def store_parsed(
+    store: Store,
+    parsed: ParsedSession,
+    report: ImportReport,
+    *,
+    strict: bool = False,
+    progress: Any = None,
+) -> str:
+    """Store one parsed session with `Store.ingest` and add what it did to ``report``.
+
+    Args:
+        store: The store (the caller may hold a transaction open around this).
+        parsed: The session; its entries are consumed.
+        report: Receives counts and problems (file and line).
+        strict: Stop at the first problem (`ConflictError`), storing nothing of it.
+        progress: Called as progress(entries) every 5,000 entries.
+
+    Returns:
+        The session's id.
+    """
+    seen: list[Problem] = []
+
+    def on_problem(line: int, kind: str, message: str, repaired: bool) -> None:
+        seen.append(Problem(parsed.path, line, kind, message, repaired))
+
+    def entries() -> Iterator[tuple[int, dict[str, Any], Any]]:
+        for n, item in enumerate(parsed.entries, 1):
+            if progress is not None and n % 5000 == 0:
+                progress(n)
+            yield item.line, item.entry, item.patch
+
+    session_id, counts = store.ingest(
+        parsed.header,
+        entries(),
+        source_format=parsed.source_format,
+        source_id=parsed.source_id,
+        source_path=parsed.path,
+        source_version=parsed.source_version,
+        parent_source_id=parsed.parent_source_id,
+        on_problem=on_problem,
+        strict=strict,
+    )
+    report.sessions.append(session_id)
+    report.entries += counts.entries
+    report.turns += counts.turns
+    report.messages += counts.messages
+    report.conflicts += counts.conflicts
+    report.repaired += counts.repaired + sum(p.repaired for p in parsed.problems)
+    report.skipped += counts.skipped + sum(not p.repaired for p in parsed.problems)
+    report.problems.extend(
+        {
+            "path": p.path,
+            "line": p.line,
+            "kind": p.kind,
+            "message": p.message,
+            "repaired": p.repaired,
+        }
+        for p in [*parsed.problems, *seen]
+    )
+    return session_id
