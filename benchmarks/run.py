@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+import bench_gc  # noqa: E402
 import bench_turns  # noqa: E402
 import workload  # noqa: E402
 from peers import (  # noqa: E402
@@ -63,6 +64,8 @@ WORKLOADS = (
     "service",
     "sync",
     "turns",
+    "gc",
+    "assemble",
 )
 
 
@@ -84,6 +87,9 @@ class Config:
     #: sync: (transcript files, total MB) of the tree (issue 13: 1,000 files, 1 GB).
     sync_tree: tuple[int, int] = (1_000, 1_000)
     turns_n: int = 2_000
+    #: Dead turns removed by gc, and messages assembled (issue 18: both linear).
+    gc_sizes: list[int] = field(default_factory=list)
+    assemble_sizes: list[int] = field(default_factory=list)
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -101,6 +107,8 @@ class Config:
                 langgraph_sizes=[100],
                 sync_tree=(100, 10),
                 turns_n=200,
+                gc_sizes=[1_000, 5_000],
+                assemble_sizes=[6_000],
             )
         return cls(
             quick=False,
@@ -113,6 +121,8 @@ class Config:
             import_mb=[20, 200],
             budget_s=3.0,
             langgraph_sizes=[200, 1_000],
+            gc_sizes=[10_000, 100_000],
+            assemble_sizes=[30_000, 120_000],
         )
 
 
@@ -685,6 +695,26 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
                     f"p99 {fmt_s(r['p99_s']):>10}  {cnt:14s} {ratio}"
                 )
 
+    gc_rows = [r for r in recs if r["workload"] == "gc" and r.get("per_1k_s")]
+    if gc_rows:
+        title = "gc: old dead turns removed in batches (time per 1k turns; flat = linear)"
+        out.extend(["", title, "-" * len(title)])
+        first = gc_rows[0]["per_1k_s"]
+        for r in gc_rows:
+            out.append(
+                f"  {r['size']:>9,}  {r['peer']:30s} {fmt_s(r['median_s']):>10}  "
+                f"{fmt_s(r['per_1k_s']):>9} per 1k  {r['per_1k_s'] / first:6.2f}x the smallest"
+            )
+    for r in (r for r in recs if r["workload"] == "assemble"):
+        ref = res.get("assemble: context()", r["peer"], r["size"])
+        if r is next(x for x in recs if x["workload"] == "assemble"):
+            title = "assemble(budget = half) vs context() on one uncompacted leaf (medians)"
+            out.extend(["", title, "-" * len(title)])
+        if ref and ref.get("median_s") and r.get("median_s"):
+            out.append(
+                f"  {r['size']:>9,} msgs  context {fmt_s(ref['median_s']):>9}  assemble "
+                f"{fmt_s(r['median_s']):>9}  {r['median_s'] / ref['median_s']:6.2f}x context()"
+            )
     section(
         "append, one transaction per turn (appends/s; ratio vs raw sqlite3 at the same setting)",
         "append",
@@ -1075,6 +1105,8 @@ def main(argv: list[str] | None = None) -> int:
         ("service", run_service),
         ("sync", run_sync),
         ("turns", run_turns),
+        ("gc", lambda c, _p, r: bench_gc.run_gc(c.gc_sizes, r, fresh_dir("gc"))),
+        ("assemble", lambda c, _p, r: bench_gc.run_assemble(c.assemble_sizes, r, fresh_dir("asm"))),
     ]
     for name, fn in phases:
         if name in wanted or (name == "context" and "storage" in wanted):

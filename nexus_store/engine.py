@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from nexus_store import __version__
+from nexus_store.budget import check_budget, fit_to_budget
 from nexus_store.compaction.policy import (
     CompactionConfig,
     evaluate_degradation,
@@ -28,7 +29,7 @@ from nexus_store.compaction.policy import (
     should_block_auto_compaction,
     should_compact,
 )
-from nexus_store.compaction.prune import prune_context, tool_output_tokens
+from nexus_store.compaction.prune import tool_output_tokens
 from nexus_store.compaction.summarizer import Summarizer
 from nexus_store.errors import NexusError
 from nexus_store.models import Turn
@@ -221,29 +222,30 @@ class ContextEngine:
     ) -> AssembleResult:
         """The messages for the next model run, within ``token_budget``.
 
-        The leaf's context (pi's semantics); over budget, old tool outputs are pruned
-        (a view: nothing is written), then the oldest messages are left out, never
-        separating a tool call from its results and always keeping a leading summary.
+        The leaf's context (pi's semantics). Over budget (see `nexus_store.budget`): old
+        tool outputs are pruned (a view: nothing is written), then whole exchanges are
+        left out from the old end, then older units of the newest exchange, then the
+        remaining tool outputs become placeholders; a tool call is never kept without
+        its results nor a result without its call, and the result never exceeds the
+        budget. One pass: linear in the context's length.
+
+        Raises:
+            InvalidArgument: If ``token_budget`` is not None or a whole number >= 0.
+            DanglingLeaf: If the session's active leaf points at no turn.
         """
+        budget = check_budget(token_budget)
         ctx = self.store.context(session_id, leaf_id)
         messages: list[dict[str, Any]] = [m for m in ctx.messages if isinstance(m, dict)]
-        tokens = list(ctx.message_tokens)
+        tokens = [
+            t for m, t in zip(ctx.messages, ctx.message_tokens, strict=True) if isinstance(m, dict)
+        ]
         pruned = dropped = 0
-        if token_budget is not None and sum(tokens) > token_budget:
-            result = prune_context(messages, tokens, self.config.prune)
-            messages, tokens, pruned = result.messages, list(result.tokens), len(result.pruned)
-            keep_first = 1 if messages and messages[0].get("role") == "compactionSummary" else 0
-            while sum(tokens) > token_budget and len(messages) > keep_first + 1:
-                del messages[keep_first], tokens[keep_first]
-                dropped += 1
-                # a tool result must follow its call: drop orphaned results with it
-                while (
-                    len(messages) > keep_first + 1
-                    and messages[keep_first].get("role") == "toolResult"
-                ):
-                    del messages[keep_first], tokens[keep_first]
-                    dropped += 1
-        return AssembleResult(
+        if budget is not None:
+            fitted = fit_to_budget(messages, tokens, budget, self.config.prune)
+            messages, tokens = fitted.messages, fitted.tokens
+            pruned, dropped = fitted.pruned, fitted.dropped
+        # model_construct: the values are built here; validating copies every message
+        return AssembleResult.model_construct(
             messages=messages,
             estimated_tokens=sum(tokens),
             system_prompt_addition=self._system_prompt_addition(session_id),

@@ -11,13 +11,21 @@ __all__ = [
     "ConflictError",
     "ConstraintViolation",
     "CounterMismatch",
+    "DanglingLeaf",
     "DatabaseBusy",
+    "DatabaseCorrupt",
+    "DatabaseLocked",
+    "DiskFull",
+    "DriverLimitExceeded",
+    "InvalidArgument",
     "InvalidEntry",
     "InvalidQuery",
     "NexusError",
+    "QueryTimeout",
     "ReadOnlyError",
     "SchemaOutOfDate",
     "SessionNotFound",
+    "StorageError",
     "StoreOpenError",
     "SummarizerError",
     "TranscriptError",
@@ -48,8 +56,16 @@ class InvalidEntry(NexusError, ValueError):
     """An entry or message given to an append method breaks the model's rules."""
 
 
+class InvalidArgument(NexusError, ValueError):
+    """An argument is out of range or of the wrong type (a negative token budget, ...)."""
+
+
 class InvalidQuery(NexusError, ValueError):
     """A search query is not valid FTS5 syntax, or a search argument is out of range."""
+
+
+class QueryTimeout(NexusError):
+    """A read-only ``sql`` query ran longer than its time limit and was stopped."""
 
 
 class ConflictError(NexusError):
@@ -86,12 +102,43 @@ class ReadOnlyError(NexusError):
     """A write was refused: the read-only `sql` door, or a file or folder the user cannot write."""
 
 
-class DatabaseBusy(NexusError):
+class DanglingLeaf(NexusError):
+    """A session's active leaf points at no turn (`doctor --fix` repairs it)."""
+
+
+class StorageError(NexusError):
+    """The database driver failed; carries where, and the message says what to do.
+
+    Raised for every sqlite3 or psycopg error that reaches a caller (issue 18), so
+    callers catch one type. Subclasses name the conditions a user can act on.
+
+    Attributes:
+        where: The database file or server (password removed), or what was being done on it.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        self.where = where
+        super().__init__(message)
+
+
+class DiskFull(StorageError):
+    """The disk (or the database's size limit) is full; nothing committed was lost."""
+
+
+class DatabaseCorrupt(StorageError):
+    """The database file is damaged (malformed pages, not a database)."""
+
+
+class DriverLimitExceeded(StorageError, ValueError):
+    """A value is larger than the database driver accepts (string too big, index row size)."""
+
+
+class DatabaseBusy(StorageError):
     """Another writer held the database (a file or a server's row lock) too long; retry.
 
     Its own class so that callers can retry this and nothing else (issue 14); it
     replaces the plain `NexusError` raised before, so old ``except`` clauses still
-    catch it.
+    catch it. `DatabaseLocked` (issue 18's name) is the same class.
 
     Attributes:
         where: The database file or server (password removed) that was busy.
@@ -99,9 +146,9 @@ class DatabaseBusy(NexusError):
 
     retryable = True
 
-    def __init__(self, message: str, *, where: str | None = None) -> None:
-        super().__init__(message)
-        self.where = where
+
+DatabaseLocked = DatabaseBusy
+"""Another name of `DatabaseBusy` (one concept: a lock held too long; retryable)."""
 
 
 class CounterMismatch(NexusError):
@@ -120,9 +167,10 @@ class CounterMismatch(NexusError):
         self.requested = requested
 
 
-class ConstraintViolation(NexusError):
+class ConstraintViolation(ConflictError):
     """A write broke a uniqueness or link rule of the schema (a driver's integrity error).
 
     The store catches it where a taken id is expected and reports it in its own
-    words; one that escapes names the rule the database enforced.
+    words; one that escapes names the rule the database enforced. It is a
+    `ConflictError` (issue 18: the database refused the write; nothing of it was stored).
     """

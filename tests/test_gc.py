@@ -321,6 +321,7 @@ def _build(store: Store, ops: list[tuple[str, int, int]]) -> str:
     dead=st.one_of(st.none(), st.integers(0, 300)),
     compacted=st.one_of(st.none(), st.integers(0, 300)),
     keep=st.integers(0, 10_000),
+    batch=st.integers(1, 8),
 )
 @example(  # a young turn keeps a dead subtree whose old label leaf labels it (found by hypothesis)
     ops=[("msg", 0, 0)] * 5
@@ -329,9 +330,14 @@ def _build(store: Store, ops: list[tuple[str, int, int]]) -> str:
     dead=1,
     compacted=None,
     keep=0,
+    batch=1,
 )
 def test_gc_keeps_every_remaining_leaf_context(
-    ops: list[tuple[str, int, int]], dead: int | None, compacted: int | None, keep: int
+    ops: list[tuple[str, int, int]],
+    dead: int | None,
+    compacted: int | None,
+    keep: int,
+    batch: int,
 ) -> None:
     with Store(memory=True, counter="chars4") as store:
         sid = _build(store, ops)
@@ -341,9 +347,31 @@ def test_gc_keeps_every_remaining_leaf_context(
         for k in kept:
             before[k] = store.context(sid, k).model_dump()
         labels = store.labels(sid)
+        batches: list[int] = []
+
+        def after_each_batch(done: int, total: int) -> None:
+            # issue 18: gc removes in batches, each its own transaction; after every one,
+            # each context still there is unchanged and the file is sound
+            batches.append(done)
+            now = {
+                i: store.context(sid, i).model_dump()
+                for i in before
+                if store.find_turn(sid, i) is not None
+            }
+            assert now == {i: before[i] for i in now}
+            assert store.conn.execute("pragma foreign_key_check").fetchall() == []
+
         report = store.gc(
-            sid, dead_branches_older_than=dead, compacted_older_than=compacted, keep=kept, now=NOW
+            sid,
+            dead_branches_older_than=dead,
+            compacted_older_than=compacted,
+            keep=kept,
+            now=NOW,
+            batch_size=batch,
+            progress=after_each_batch,
         )
+        removed = report.dead_branch_turns + report.compacted_turns
+        assert len(batches) == -(-removed // batch)  # ceil: bounded batches, none empty
         event(
             f"dead>0={report.dead_branch_turns > 0} compacted>0={report.compacted_turns > 0} "
             f"rerooted={bool(report.reparented)}"
@@ -398,9 +426,15 @@ def test_only_retention_deletes_rows() -> None:
         for f in package.rglob("*.py")
         if "delete from" in f.read_text().lower()
     )
-    # agent_sessions.py deletes only agent_usage rows (usage the SDK session recorded for a
-    # user turn that was popped or a branch that was deleted), never turns or messages.
-    assert deleting == ["store/agent_sessions.py", "store/gc.py", "store/sessions.py"]
+    # (store/gc_batches.py is the batched removal of what gc.py plans.) agent_sessions.py
+    # deletes only agent_usage rows (usage the SDK session recorded for a user turn that
+    # was popped or a branch that was deleted), never turns or messages.
+    assert deleting == [
+        "store/agent_sessions.py",
+        "store/gc.py",
+        "store/gc_batches.py",
+        "store/sessions.py",
+    ]
     # sessions.py deletes in one place only: a session that never got a turn (spawn rollback)
     core = (package / "store" / "sessions.py").read_text().lower()
     assert core.count("delete from") == 1

@@ -303,6 +303,8 @@ class TestCopy:
             Store(tmp_path / "a.db", counter="chars4") as src,
             Store(pg_url, counter="cl100k_base") as dst,
         ):
+            src.create_session(id="s")
+            dst.create_session(id="holds-counts")  # not empty: its counter stays
             with pytest.raises(NexusError, match="counter"):
                 src.copy_to(dst)
 

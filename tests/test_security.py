@@ -144,8 +144,9 @@ REVIEWED_NAMES = {
     "marks",  # ", ".join("?" * n): placeholders only
     "where",  # one of two literal where-clauses (reading.children)
     "synchronous",  # checked against NORMAL/FULL/OFF/EXTRA before use (Store.__init__)
-    "statement",  # loop variable over the constant tuple UNLINK_SQL (store.gc)
-    "sql",  # a local built only from constants and `marks` (reviewed in place)
+    "statement",  # loop variable over the constant tuple UNLINK_SQL (store.gc_batches)
+    "sql",  # a local built only from constants and `marks` (reviewed in place); in
+    # store/driver_errors.py, the statement a caller passed, forwarded unchanged
     # readonly.py: quote_identifier(name), name from sqlite_master's virtual tables
     "quote_identifier",
     "name",

@@ -15,7 +15,7 @@ from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, database_targe
 from nexus_store.cli.compacting import compact, navigate
 from nexus_store.cli.context import context
 from nexus_store.cli.copying import copy
-from nexus_store.cli.maintenance import doctor, gc
+from nexus_store.cli.maintenance import backup, doctor, gc
 from nexus_store.cli.openclaw import openclaw
 from nexus_store.cli.read import schema, sessions, sql, tree
 from nexus_store.cli.search import search
@@ -72,6 +72,7 @@ for command in (
     search,
     doctor,
     gc,
+    backup,
     copy,
     serve,
     openclaw,

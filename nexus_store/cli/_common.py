@@ -16,6 +16,7 @@ import click
 
 from nexus_store.errors import NexusError
 from nexus_store.store import Store
+from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.pg import is_postgres_url
 
 __all__ = [
@@ -106,6 +107,12 @@ class NexusGroup(click.Group):
         except BrokenPipeError:  # `nexus-store ... | head`
             sys.stderr.close()
             return None
+        except Exception as err:
+            if not is_driver_error(err):
+                raise
+            # a driver error no choke point translated (issue 18): still one line
+            where = f"nexus-store {ctx.invoked_subcommand or ''}".strip()
+            raise click.ClickException(terminal_safe(str(translate(err, where)))) from None
 
 
 def _one_line_warning(

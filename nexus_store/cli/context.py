@@ -11,6 +11,7 @@ import click
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
 from nexus_store.models import Turn
+from nexus_store.safe_write import private_text_file
 from nexus_store.store import Store
 
 __all__ = ["context"]
@@ -269,9 +270,8 @@ def export_backup(ctx: click.Context, session: str, file: Path) -> None:
     store = open_store(ctx)
     info = store.resolve_session(session)
     data = store.backup_session(info.id)
-    partial = file.with_name(file.name + ".partial")
-    partial.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    partial.replace(file)
+    with private_text_file(file) as handle:  # 0600, no planted link followed (issue 18)
+        handle.write(json.dumps(data, ensure_ascii=False))
     echo(f"wrote {len(data['entries'])} turns of {info.id} to {file}", err=True)
 
 

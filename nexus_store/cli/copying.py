@@ -64,7 +64,7 @@ def copy(
         raise NexusError(f"no database at {source}; give --from an existing file or a URL")
     if isinstance(target, Path):
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with Store(source) as src, Store(target, counter=src.counter.name) as dst:
+    with Store(source) as src, _open_target(target, src.counter.name) as dst:
         ids = list(session_ids) or None
         if as_json or quiet or not sys.stderr.isatty():
             report = src.copy_to(dst, session_ids=ids)
@@ -86,3 +86,13 @@ def copy(
             f"{report.sessions} sessions: {report.copied} copied, {report.skipped} already "
             f"complete; {report.turns:,} turns written in {report.seconds:.2f}s"
         )
+
+
+def _open_target(target: Path | str, counter: str) -> Store:
+    """Open the destination: a new file with the source's counter, else as it is.
+
+    (copy_to gives an existing one the source's counter if it holds no session yet.)
+    """
+    if isinstance(target, Path) and not target.exists():
+        return Store(target, counter=counter)
+    return Store(target)

@@ -1,13 +1,17 @@
-"""``nexus-store doctor`` and ``nexus-store gc``: check, repair, and remove old data."""
+"""``nexus-store doctor``, ``gc`` and ``backup``: check, repair, remove old data, copy."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.store.gc import GcReport
 
-__all__ = ["doctor", "gc"]
+__all__ = ["backup", "doctor", "gc"]
 
 
 @click.command()
@@ -120,16 +124,27 @@ def gc(
     session_id = store.resolve_session(session).id if session is not None else None
 
     def run(dry: bool) -> GcReport:
-        return store.gc(
-            session_id,
-            all_sessions=all_sessions,
-            dead_branches_older_than=dead_branches_older_than,
-            compacted_older_than=compacted_older_than,
-            sessions_older_than=sessions_older_than,
-            keep=keep,
-            dry_run=dry,
-            vacuum=not no_vacuum,
-        )
+        options: dict[str, Any] = {
+            "all_sessions": all_sessions,
+            "dead_branches_older_than": dead_branches_older_than,
+            "compacted_older_than": compacted_older_than,
+            "sessions_older_than": sessions_older_than,
+            "keep": keep,
+            "dry_run": dry,
+            "vacuum": not no_vacuum,
+        }
+        if as_json or dry or not sys.stderr.isatty():
+            return store.gc(session_id, **options)
+        # the removal goes in batches, each its own transaction: show them (issue 18)
+        with click.progressbar(length=1, label="removing", file=sys.stderr) as bar:
+            seen = [0]
+
+            def progress(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - seen[0])
+                seen[0] = done
+
+            return store.gc(session_id, progress=progress, **options)
 
     if not (dry_run or yes):
         plan = run(True)
@@ -175,3 +190,27 @@ def _print_gc(report: GcReport, *, err: bool = False) -> None:
         echo(f"{verb} session {kept['session']}: {kept['reason']}", err=err)
     for action in report.actions:
         echo(f"did: {action}", err=err)
+
+
+@click.command()
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace DEST if it exists.")
+@click.pass_context
+def backup(ctx: click.Context, dest: Path, force: bool) -> None:
+    """Write a whole, consistent copy of the database to the file DEST.
+
+    Copying the .db file alone can miss what is still in its -wal file; this
+    copies one consistent snapshot (WAL included) while other processes keep
+    writing, into a new file readable by its owner only (0600), checks it and
+    renames it into place. DEST must not exist unless --force is given. The
+    copy is an ordinary nexus_store database: open it with --db DEST.
+    PostgreSQL stores: use pg_dump.
+
+    \b
+    Example:
+        nexus-store backup ~/sessions-backup.db
+        nexus-store backup ~/sessions-backup.db --force
+    """
+    store = open_store(ctx)
+    size = store.backup(dest, force=force)
+    echo(f"wrote a backup of {size:,} bytes to {dest}", err=True)

@@ -19,7 +19,7 @@ from nexus_store.cli._common import (
     print_table,
 )
 from nexus_store.cli.views import FOLD_RUNS_OVER, draw_tree, turn_preview
-from nexus_store.store.readonly import run_readonly
+from nexus_store.store.readonly import DEFAULT_TIMEOUT, run_readonly
 from nexus_store.store.schema_info import describe_schema
 
 __all__ = ["schema", "sessions", "sql", "tree"]
@@ -141,16 +141,28 @@ def tree(ctx: click.Context, session: str, width: int, show_all: bool, as_json: 
 @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
 @click.option("--nl", "fmt", flag_value="nl", help="Print one JSON object per line.")
 @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Stop the query after this many seconds (a runaway recursive CTE).",
+)
 @click.pass_context
-def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None) -> None:
+def sql(
+    ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None, timeout: float
+) -> None:
     """Run a read-only SQL QUERY against the database.
 
     The database is opened read-only: INSERT, UPDATE, DELETE, ATTACH,
-    CREATE, PRAGMAs that set a value, load_extension and VACUUM are refused
-    with a message, and the file is not changed. PRAGMAs that read work, also
-    as table-valued functions (pragma_table_info('turns')). An error in the
-    query is reported as SQLite words it. Tables: sessions, turns, messages
-    (nexus-store schema lists them; docs/schema.md explains them).
+    CREATE, PRAGMAs that set a value, load_extension, fts3_tokenizer and
+    VACUUM are refused with a message, and the file is not changed. PRAGMAs
+    that read work, also as table-valued functions (pragma_table_info('turns')).
+    An error in the query is reported as SQLite words it. On PostgreSQL the
+    query runs in a read-only transaction and functions that reach the
+    server's files or settings (pg_read_file, ...) are refused. A query stops
+    after --timeout seconds. Tables: sessions, turns, messages (nexus-store
+    schema lists them; docs/schema.md explains them).
 
     \b
     Example:
@@ -160,7 +172,7 @@ def sql(ctx: click.Context, query: str, params: tuple[str, ...], fmt: str | None
         nexus-store sql "select name from pragma_table_info('messages')" --csv
     """
     path: Path | str = ctx.find_root().params["db"] or default_db_path()
-    columns, rows = run_readonly(path, query, list(params))
+    columns, rows = run_readonly(path, query, list(params), timeout=timeout)
     if fmt == "json":
         echo_json([dict(zip(columns, row, strict=True)) for row in rows])
     elif fmt == "nl":

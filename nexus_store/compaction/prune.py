@@ -36,6 +36,7 @@ __all__ = [
     "PruneConfig",
     "PruneResult",
     "prune_context",
+    "pruned_message",
     "tool_output_tokens",
 ]
 
@@ -117,6 +118,22 @@ def _pruned_copy(message: Mapping[str, Any]) -> dict[str, Any]:
     copy = dict(message)
     copy["content"] = [{"type": "text", "text": PRUNED_PLACEHOLDER}]
     return copy
+
+
+def pruned_message(
+    message: Mapping[str, Any], counter: TokenCounter | None = None
+) -> tuple[dict[str, Any], int]:
+    """A tool result with its content replaced by the placeholder, and its token count.
+
+    Args:
+        message: A ``toolResult`` message (not mutated).
+        counter: Counts the placeholder's tokens (default: pi's chars/4 estimate).
+
+    Returns:
+        ``(copy, tokens)``.
+    """
+    copy = _pruned_copy(message)
+    return copy, message_tokens(counter or CharsEstimator(), copy)
 
 
 def prune_context(
@@ -204,9 +221,10 @@ def prune_context(
     new_messages = list(unchanged.messages)
     new_tokens = list(tokens)
     saved = 0
+    # every candidate is a toolResult, whose count is its content's: one placeholder cost
+    cost = message_tokens(counter, _pruned_copy({"role": "toolResult"}))
     for index in candidates:
         copy = _pruned_copy(messages[index])
-        cost = message_tokens(counter, copy)
         if cost >= tokens[index]:
             continue  # already smaller than the placeholder: nothing to gain
         new_messages[index] = copy

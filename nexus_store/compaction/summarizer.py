@@ -23,6 +23,7 @@ import logging
 import os
 import random
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -237,7 +238,10 @@ class HttpSummarizer:
                 f"timeouts > 0 (got max_retries={max_retries}, backoff={backoff}, "
                 f"timeout={timeout}, connect_timeout={connect_timeout})"
             )
-        self.base_url = url.rstrip("/")
+        # Credentials in the URL (http://user:pw@host/v1) are sent, never shown: the
+        # public base_url is the URL without them (issue 18).
+        self.base_url, userinfo, password = _split_credentials(url.rstrip("/"))
+        self.__url = _Secret(url.rstrip("/"))
         self.model = model_id
         self.max_retries = max_retries
         self.backoff = backoff
@@ -247,6 +251,9 @@ class HttpSummarizer:
 
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.__api_key = _Secret(key) if key else None
+        # what _scrub masks, longest first (a key, the URL's user:password and password)
+        secrets = [x for x in (key, userinfo, password) if x]
+        self.__secrets = [_Secret(x) for x in sorted(set(secrets), key=len, reverse=True)]
         self._extra_headers = dict(extra_headers or {})
         self._client = client
         self._owns_client = client is None
@@ -398,9 +405,13 @@ class HttpSummarizer:
         return headers
 
     def _scrub(self, text: str) -> str:
-        if self.__api_key:
-            text = text.replace(self.__api_key.get(), "***")
+        """``text`` with every secret masked; call it before any truncation (issue 18)."""
+        for secret in self.__secrets:
+            text = text.replace(secret.get(), "***")
         return text
+
+    def _holds_secret(self, text: str) -> bool:
+        return any(secret.get() in text for secret in self.__secrets)
 
     def _attempt(self, body: dict[str, Any]) -> str:
         """One request. Returns text, raises `_Retry`, or raises `SummarizerError`."""
@@ -414,7 +425,10 @@ class HttpSummarizer:
         retry = False
         try:
             response = self._client.post(
-                self.endpoint, json=body, headers=self._headers(), timeout=self.timeout
+                f"{self.__url.get()}/chat/completions",
+                json=body,
+                headers=self._headers(),
+                timeout=self.timeout,
             )
         except httpx.ConnectTimeout:
             failure, retry = f"connect timeout after {self.timeout.connect}s", True
@@ -437,7 +451,7 @@ class HttpSummarizer:
     def _read(self, response: httpx.Response) -> str:
         status = response.status_code
         if status >= 400:
-            detail = self._scrub(_error_detail(response))
+            detail = _error_detail(response, self._scrub)
             if status in _RETRY_STATUS or status >= 500:
                 retry_after = _parse_retry_after(response.headers.get("Retry-After"))
                 raise _Retry(f"HTTP {status}: {detail}", status, retry_after)
@@ -457,7 +471,7 @@ class HttpSummarizer:
         except (json.JSONDecodeError, UnicodeDecodeError):
             malformed = True
         if malformed:
-            snippet = self._scrub(response.text[:200])
+            snippet = self._scrub(response.text)[:200]
             raise SummarizerError(
                 f"summarizer at {self.endpoint} returned malformed JSON (HTTP {status}): "
                 f"{snippet!r}",
@@ -465,7 +479,7 @@ class HttpSummarizer:
             )
         text = _choice_text(payload)
         if text is None:
-            shape = self._scrub(json.dumps(payload)[:200])
+            shape = self._scrub(json.dumps(payload))[:200]
             raise SummarizerError(
                 f"summarizer at {self.endpoint} returned no choices[0].message.content "
                 f"(HTTP {status}): {shape}",
@@ -476,24 +490,44 @@ class HttpSummarizer:
                 f"summarizer at {self.endpoint} returned an empty summary (HTTP {status})",
                 status_code=status,
             )
+        if self._holds_secret(text):
+            # A summary that echoes the key (a server or a prompt injection repeating the
+            # request) would be stored in turns.summary: masked, and said so (issue 18).
+            log.warning("the summarizer's reply contained the API key; it was masked")
+            text = self._scrub(text)
         return text.strip()
 
 
-def _error_detail(response: httpx.Response) -> str:
-    """A short, readable reason from an error response body."""
+def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``(url without user:password@, the user:password part, the password)``."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    password = userinfo.partition(":")[2] or None
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return clean, userinfo, password
+
+
+def _error_detail(response: httpx.Response, scrub: Callable[[str], str]) -> str:
+    """A short, readable reason from an error response body, secrets masked first.
+
+    (Masking after cutting the text would leave the start of a key that straddles
+    the cut: issue 18.)
+    """
     try:
         payload = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:200].strip() or response.reason_phrase
+        return scrub(response.text)[:200].strip() or response.reason_phrase
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
+            return scrub(str(error["message"]))[:300]
         if isinstance(error, str):
-            return error[:300]
+            return scrub(error)[:300]
         if isinstance(payload.get("message"), str):
-            return str(payload["message"])[:300]
-    return json.dumps(payload)[:200]
+            return scrub(str(payload["message"]))[:300]
+    return scrub(json.dumps(payload))[:200]
 
 
 def _choice_text(payload: Any) -> str | None:

@@ -20,6 +20,7 @@ from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store.db import Handle, unstorable, utc_now
 from nexus_store.store.indexqueue import defer_message_index
+from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
 from nexus_store.store.sql import (
@@ -111,6 +112,11 @@ class Appends:
                 raise TurnNotFound(
                     f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
                 )
+            if parent is None and "parentId" not in entry:
+                # refuse, never misroute to a new root (issue 18: a dangling active leaf)
+                active = db.session_row(session_id)[1]
+                if active is not None:
+                    raise dangling(session_id, active)
             fork = None
             if parent is None and fork_key is not None:
                 # A root of a forked session continues the parent session's path.
@@ -336,8 +342,9 @@ def turn_values(
             found = None if row is None else PathRow._make(row)
         if found is not None and base is not None and db.is_ancestor(found, base):
             kept = found
-        elif native and not (isinstance(first_uid, str) and first_uid == entry.get("id")):
-            # (a compaction naming itself as first kept keeps nothing before it)
+        elif native:
+            # (a compaction naming itself is no ancestor either: issue 18; an import
+            # keeps what a transcript wrote, where it keeps nothing before it)
             raise InvalidEntry(
                 f"compaction firstKeptEntryId {first_uid!r} is not an ancestor of the new "
                 f"compaction in session {session_id!r}; keep a turn on the path to its parent"

@@ -18,7 +18,8 @@ import stat
 import warnings
 from pathlib import Path
 
-from nexus_store.errors import StoreOpenError
+from nexus_store.errors import StorageError, StoreOpenError
+from nexus_store.store.driver_errors import TranslatingConnection
 
 __all__ = [
     "SQLITE_HEADER",
@@ -93,12 +94,12 @@ def connect_read_only(path: Path, *, timeout: float) -> sqlite3.Connection:
         StoreOpenError: If SQLite cannot read the file.
     """
     base = path.resolve().as_uri()
-    last: sqlite3.Error | None = None
+    last: Exception | None = None
     for query in ("mode=ro", "mode=ro&immutable=1"):
         conn = connect(f"{base}?{query}", timeout=timeout, uri=True)
         try:
             conn.execute("select count(*) from sqlite_master").fetchone()
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, StorageError) as err:  # (translated: issue 18)
             conn.close()
             last = err
             continue
@@ -150,8 +151,14 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
     """
     try:
         conn = sqlite3.connect(
-            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri
+            target,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=uri,
+            factory=TranslatingConnection,  # driver errors -> nexus errors (issue 18)
         )
     except sqlite3.Error as err:
         raise StoreOpenError(f"cannot open {target}: {err}") from None
+    conn.where = target
     return conn

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,6 +23,9 @@ from nexus_store.store.db import Handle
 from nexus_store.store.export import Export
 from nexus_store.store.ingest import Ingest
 from nexus_store.store.reading import Reading
+
+if TYPE_CHECKING:
+    from nexus_store.tokens import TokenCounter
 
 __all__ = ["Copy", "CopyProgress", "CopyReport"]
 
@@ -126,7 +129,7 @@ class Copy:
         started = time.monotonic()
         mine = self.db.counter.name
         theirs = other.db.counter.name
-        if mine != theirs:
+        if mine != theirs and not other.take_counter(self.db.counter):
             raise NexusError(
                 f"the source counts tokens with {mine!r} and the destination with {theirs!r}; "
                 f"copy into a new database (it takes the source's counter) or open the "
@@ -154,6 +157,24 @@ class Copy:
             other.db.dialect.analyze(other.db)
         report.seconds = round(time.monotonic() - started, 3)
         return report
+
+    def take_counter(self, counter: TokenCounter) -> bool:
+        """Count tokens with ``counter`` from now on, if no session (no count) is stored yet.
+
+        A destination that some command opened first recorded the default counter; it
+        holds no counts, so a copy may still give it the source's (issue 18).
+
+        Returns:
+            Whether the counter was taken.
+        """
+        with self.db.atomic():
+            if self.db.execute("select 1 from sessions limit 1").fetchone() is not None:
+                return False
+            self.db.execute(
+                "update settings set value = ? where key = 'token_counter'", [counter.name]
+            )
+        self.db.counter = counter
+        return True
 
     def copy_session_from(self, source: Copy, row: Sequence[Any]) -> int | None:
         """Copy one session (a row of _SOURCE_SESSIONS_SQL) from ``source``; turns written."""

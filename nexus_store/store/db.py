@@ -19,8 +19,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import DatabaseBusy, ReadOnlyError, SessionNotFound, TurnNotFound
+from nexus_store.errors import (
+    DatabaseBusy,
+    NexusError,
+    ReadOnlyError,
+    SessionNotFound,
+    TurnNotFound,
+)
 from nexus_store.rows import is_storable_text
+from nexus_store.store import driver_errors
 from nexus_store.store.pathvalues import PARENT_COLUMNS, PathRow
 
 if TYPE_CHECKING:
@@ -153,6 +160,10 @@ class Handle:
         Deferred work (`defer`) is done before the commit, and before a nested block
         unless ``keep_deferred`` (appends, which gather it).
 
+        A driver error that escapes the block (one no part handled) comes out as
+        nexus_store's (`driver_errors.translate`, issue 18); the transaction is rolled
+        back, so what was committed before is intact.
+
         Raises:
             ReadOnlyError: If the database cannot be written (`read_only`).
         """
@@ -182,16 +193,14 @@ class Handle:
         try:
             yield
             self.flush_deferred()
-        except BaseException:
+            self.execute("commit")
+        except BaseException as err:
             self._deferred.clear()
             if self.conn.in_transaction:
-                self.conn.execute("rollback")
-            raise
-        try:
-            self.execute("commit")
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("rollback")
+                with contextlib.suppress(*self.dialect.driver_errors, NexusError):
+                    self.conn.execute("rollback")
+            if driver_errors.is_driver_error(err):  # issue 18: no raw driver error escapes
+                raise driver_errors.translate(err, self.where) from err
             raise
 
     def _begin(self) -> None:

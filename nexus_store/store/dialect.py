@@ -25,12 +25,12 @@ import sqlite_utils
 from nexus_store import migrate
 from nexus_store.errors import (
     ConstraintViolation,
-    DatabaseBusy,
     NexusError,
     SchemaOutOfDate,
+    StorageError,
     StoreOpenError,
 )
-from nexus_store.store import connection, pg
+from nexus_store.store import connection, driver_errors, pg
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.sql import (
     CONTEXT_SQL,
@@ -180,18 +180,18 @@ class SqliteDialect(Dialect):
     driver_errors = (sqlite3.Error,)
 
     def translate_error(self, err: BaseException, where: str) -> BaseException:
-        """Busy or locked: `DatabaseBusy`; an integrity error: `ConstraintViolation`."""
-        text = str(err)
-        if isinstance(err, sqlite3.IntegrityError):
-            return ConstraintViolation(f"{where}: {text}")
-        if isinstance(err, sqlite3.OperationalError) and (
-            "locked" in text.lower() or "busy" in text.lower()
+        """Busy or locked: `DatabaseBusy`; an integrity error: `ConstraintViolation`.
+
+        A full disk, a damaged file or a driver limit: their `StorageError`
+        (`driver_errors.translate`, issue 18). Any other SQLite error (a SQL error a
+        part recognizes, such as FTS5 syntax) is returned as is.
+        """
+        if (
+            isinstance(err, sqlite3.IntegrityError)
+            or driver_errors.is_busy(err)
+            or driver_errors.is_environmental(err)
         ):
-            # Retryable, and its own class (issue 14): the caller may try again.
-            return DatabaseBusy(
-                f"the database {where} is locked by another writer ({text}); try again",
-                where=where,
-            )
+            return driver_errors.translate(err, where)
         return err
 
     @staticmethod
@@ -241,13 +241,17 @@ class SqliteDialect(Dialect):
                 if str(mode).lower() != "wal":
                     raise StoreOpenError(f"cannot switch {db.filename} to WAL mode (got {mode})")
             conn.execute(f"pragma synchronous={synchronous}")
-            # An append dirties ~8 B-tree pages; checkpointing every 10,000 WAL pages
-            # (about 40 MB) instead of SQLite's 1,000 halves the cost of a commit, and the
-            # WAL is truncated back after each checkpoint.
-            conn.execute("pragma wal_autocheckpoint=10000")
-            conn.execute("pragma journal_size_limit=67108864")
+            # Checkpoint every 1,000 WAL pages (about 4 MB, SQLite's default): committed
+            # data waits at most that long in -wal before it is in the .db file, which
+            # people copy as a backup (issue 18; 10,000 pages let ~40 MB live only in
+            # -wal). A large WAL is truncated back to 16 MB after a checkpoint.
+            # `nexus-store backup` makes a whole copy whatever the WAL holds.
+            conn.execute("pragma wal_autocheckpoint=1000")
+            conn.execute("pragma journal_size_limit=16777216")
             conn.execute("pragma foreign_keys=on")
             conn.execute(f"pragma busy_timeout={int(busy_timeout * 1000)}")
+        except StorageError as err:  # a damaged file: the message says what to do
+            raise StoreOpenError(str(err)) from None
         except sqlite3.DatabaseError as err:
             raise StoreOpenError(f"cannot open {db.filename}: {err}") from None
 
@@ -258,6 +262,8 @@ class SqliteDialect(Dialect):
                 row[0]
                 for row in db.conn.execute("select name from sqlite_master where type = 'table'")
             }
+        except StorageError as err:  # a damaged file: the message says what to do
+            raise StoreOpenError(str(err)) from None
         except sqlite3.DatabaseError as err:
             raise StoreOpenError(f"cannot read {db.filename}: {err}") from None
         if tables and not (tables & {"_sqlite_migrations", "sessions"}):

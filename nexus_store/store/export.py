@@ -17,6 +17,7 @@ from typing import IO, Any, TextIO, cast
 
 from nexus_store.errors import NexusError
 from nexus_store.formats import apply_patch, write_ndjson, write_pi
+from nexus_store.safe_write import private_text_file
 from nexus_store.store.db import Handle
 from nexus_store.store.ingest import HEADER_KEY, Ingest
 from nexus_store.store.reading import Reading
@@ -212,11 +213,10 @@ class Export:
             header = self._declare_active_leaf(session_id, header)
         entries = self.iter_export_entries(session_id, leaf_id)
         if isinstance(out, (str, Path)):
-            target = Path(out)
-            partial = target.with_name(target.name + ".partial")
-            with partial.open("w", encoding="utf-8", newline="\n") as handle:
+            # never a half-written file at the target, never through a planted link,
+            # never readable by others (issue 18)
+            with private_text_file(out) as handle:
                 count = writers[format](header, entries, handle)
-            partial.replace(target)  # never a half-written file at the target
             return count
         if isinstance(out, io.TextIOBase) or hasattr(out, "write"):
             return writers[format](header, entries, cast(TextIO, out))

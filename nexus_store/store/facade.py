@@ -3,12 +3,11 @@
 A `Store` opens (or creates and migrates) one database through its backend's
 `Dialect` and keeps one `Handle` (connection, dialect, token counter,
 transactions, key lookups). The work lives in parts that each take the handle:
-`Reading` (sessions, turns, paths, context, status), `Sessions`, `Appends`,
-`Ingest` (storing a transcript), `Importer`, `Export`, `Search`, `Workspace`,
-`Doctor`, `Gc` and `Copy`; `Compaction` sits above them and uses only the
-`Store` API. Every public method here is one line that calls a part; its full
-documentation is the part method's (copied onto the facade method below, so
-``help(Store.append_entry)`` shows it). See docs/architecture.md.
+`Reading`, `Sessions`, `Appends`, `Ingest`, `Importer`, `Export`, `Search`,
+`Workspace`, `Doctor`, `Gc`, `Copy` and `Backup`; `Compaction` sits above them and
+uses only the `Store` API. Every public method here is one line that calls a part,
+documented by the part method's docstring (copied onto it: ``help(Store.append_entry)``
+shows it). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -29,11 +28,13 @@ from nexus_store.compaction.summarizer import Summarizer
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.store import pg
 from nexus_store.store.appends import ACTIVE_LEAF, Appends
+from nexus_store.store.backup import Backup
 from nexus_store.store.copy import Copy, CopyProgress, CopyReport
 from nexus_store.store.dialect import Capabilities, Dialect, PostgresDialect
 from nexus_store.store.doctor import DEFAULT_WAL_LIMIT, Doctor, DoctorReport
 from nexus_store.store.export import Export
 from nexus_store.store.gc import Gc, GcReport
+from nexus_store.store.gc_batches import GcProgress
 from nexus_store.store.importing import Importer, ImportReport, ProgressCallback
 from nexus_store.store.ingest import Ingest, IngestCounts, ProblemSink
 from nexus_store.store.opening import open_handle
@@ -104,7 +105,6 @@ class Store:
         self.conn: Any = handle.conn
         self.db: sqlite_utils.Database | None = handle.sqlite_db
         self.filename: Path | None = handle.filename
-        self.counter: TokenCounter = handle.counter
         self.read_only: str | None = handle.read_only
         """Why this store cannot write (a read-only file or folder), or None when it can."""
         self._reading = Reading(handle)
@@ -119,6 +119,12 @@ class Store:
         self._collector = Gc(handle, self._reading)
         self._copier = Copy(handle, self._reading, self._exporter, self._ingester)
         self._compaction = Compaction(self)
+        self._backup = Backup(handle)
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter (a copy into an empty store may give it the source's)."""
+        return self.handle.counter
 
     @property
     def capabilities(self) -> Capabilities:
@@ -444,6 +450,8 @@ class Store:
         dry_run: bool = False,
         vacuum: bool = True,
         now: datetime | None = None,
+        batch_size: int = 1000,
+        progress: GcProgress | None = None,
     ) -> GcReport:
         """Remove old dead branches, turns behind compactions and sessions, then reclaim space."""
         return self._collector.gc(
@@ -456,7 +464,13 @@ class Store:
             dry_run=dry_run,
             vacuum=vacuum,
             now=now,
+            batch_size=batch_size,
+            progress=progress,
         )
+
+    def backup(self, dest: str | Path, *, force: bool = False) -> int:
+        """Write a whole, consistent copy of the database to ``dest`` (0600; SQLite only)."""
+        return self._backup.backup(dest, force=force)
 
     def copy_to(
         self,

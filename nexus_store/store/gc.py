@@ -17,15 +17,19 @@
 * **whole sessions** last updated before the limit, except those another remaining
   session forks from.
 
-All of it is one transaction; then the WAL is checkpointed and the file vacuumed to
-give the space back. A dry run reports the same figures and changes nothing.
+gc plans on a snapshot (a read transaction, which never blocks writers), then removes
+the plan in bounded batches, each its own transaction, deepest turns first, so that
+after every batch each context is unchanged and other writers get the lock between
+batches (`nexus_store.store.gc_batches`, issue 18). Then the WAL is checkpointed and
+the file vacuumed to give the space back. A dry run reports the same figures and
+changes nothing.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from nexus_store.errors import DatabaseBusy, NexusError
 from nexus_store.store.db import Handle
 from nexus_store.store.dialect import not_available
+from nexus_store.store.gc_batches import GcBatches, GcProgress
 from nexus_store.store.reading import Reading
 
 __all__ = ["Gc", "GcReport"]
@@ -65,43 +70,6 @@ left join turns c on c.id = t.compaction_id
 left join turns k on k.id = c.first_kept_turn_id
 where t.id = ?
 """
-
-# Remaining turns that link into the removed set, with which links do.
-LINKED_SQL = """
-select t.id, t.source_patch_json, p.uid, k.uid,
-       t.parent_id in (select id from temp.gc_doomed),
-       t.first_kept_turn_id in (select id from temp.gc_doomed),
-       t.compaction_id in (select id from temp.gc_doomed),
-       t.run_parent_id in (select id from temp.gc_doomed)
-from turns t
-left join turns p on p.id = t.parent_id
-left join turns k on k.id = t.first_kept_turn_id
-where t.id not in (select id from temp.gc_doomed)
-  and (t.parent_id in (select id from temp.gc_doomed)
-       or t.run_parent_id in (select id from temp.gc_doomed)
-       or t.compaction_id in (select id from temp.gc_doomed)
-       or t.first_kept_turn_id in (select id from temp.gc_doomed))
-"""
-
-# Remaining turns whose parent is removed: they become roots.
-REROOTED_SQL = """
-select seq, session_id, run_start_seq from turns
-where parent_id in (select id from temp.gc_doomed) and id not in (select id from temp.gc_doomed)
-"""
-
-# Clear the links into the removed set, then remove it.
-UNLINK_SQL = (
-    "update turns set parent_id = null where parent_id in (select id from temp.gc_doomed)",
-    "update turns set run_parent_id = null where run_parent_id in (select id from temp.gc_doomed)",
-    "update turns set compaction_id = null where compaction_id in (select id from temp.gc_doomed)",
-    "update turns set first_kept_turn_id = null "
-    "where first_kept_turn_id in (select id from temp.gc_doomed)",
-    "update sessions set active_leaf_id = null "
-    "where active_leaf_id in (select id from temp.gc_doomed)",
-    "update sessions set fork_turn_id = null where fork_turn_id in (select id from temp.gc_doomed)",
-    "delete from messages where turn_id in (select id from temp.gc_doomed)",
-    "delete from turns where id in (select id from temp.gc_doomed)",
-)
 
 # Rough size of what gc removes: text columns plus a fixed cost per row.
 TURN_BYTES_SQL = """
@@ -186,6 +154,8 @@ class Gc:
         dry_run: bool = False,
         vacuum: bool = True,
         now: datetime | None = None,
+        batch_size: int = 1000,
+        progress: GcProgress | None = None,
     ) -> GcReport:
         """Remove old dead branches, turns behind compactions and sessions, then reclaim space.
 
@@ -205,6 +175,9 @@ class Gc:
             dry_run: Report what would go and change nothing.
             vacuum: After removing, checkpoint the WAL and VACUUM the file.
             now: The time ages are measured from (default: now).
+            batch_size: Turns removed per transaction; between batches other writers
+                take the lock (issue 18), and after each one every context is unchanged.
+            progress: Called after each batch with (turns removed, turns planned).
 
         Returns:
             What was (or would be) removed.
@@ -231,35 +204,58 @@ class Gc:
             keys = [self.db.session_row(session_id)[0]]
         else:
             keys = [r[0] for r in self.db.execute("select id from sessions order by id")]
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise NexusError(f"gc batch_size must be a whole number >= 1, not {batch_size!r}")
         before = self._file_bytes()
         plan = _GcPlan()
-        try:
-            with self.db.atomic():
-                # gc relinks turns before deleting them: check foreign keys at commit.
-                self.db.execute("pragma defer_foreign_keys = on")
-                self.db.execute(
-                    "create temp table if not exists gc_doomed (id integer primary key)"
-                )
-                self.db.execute("delete from temp.gc_doomed")
-                self._plan(
-                    plan,
-                    keys,
-                    set(keep),
+        batches = GcBatches(self.db)
+        # Plan on a snapshot (a read transaction: writers go on meanwhile), then remove
+        # in batches, each its own short write transaction (issue 18).
+        self.db.execute("create temp table if not exists gc_doomed (id integer primary key)")
+        self.db.execute("create temp table if not exists gc_batch (id integer primary key)")
+        with self._snapshot():
+            self.db.execute("delete from temp.gc_doomed")
+            self._plan(
+                plan,
+                keys,
+                set(keep),
+                moment,
+                dead_branches_older_than,
+                compacted_older_than,
+                sessions_older_than,
+            )
+            plan.turn_count, turn_bytes = self.db.execute(TURN_BYTES_SQL).fetchone()
+            plan.message_count, message_bytes = self.db.execute(MESSAGE_BYTES_SQL).fetchone()
+            plan.bytes = int(turn_bytes) + int(message_bytes)
+            order = batches.order()
+            state = batches.snapshot()
+        skipped: set[int] = set()
+        if not dry_run:
+            try:
+                _done, _removed, skipped = batches.run(
+                    order,
+                    plan.sessions,
+                    state,
                     moment,
-                    dead_branches_older_than,
-                    compacted_older_than,
-                    sessions_older_than,
+                    batch_size=batch_size,
+                    progress=progress,
                 )
-                plan.turn_count, turn_bytes = self.db.execute(TURN_BYTES_SQL).fetchone()
-                plan.message_count, message_bytes = self.db.execute(MESSAGE_BYTES_SQL).fetchone()
-                plan.bytes = int(turn_bytes) + int(message_bytes)
-                if dry_run:
-                    raise _DryRun
-                self._delete_marked(plan, moment)
+            finally:
                 self.db.execute("delete from temp.gc_doomed")
-        except _DryRun:
-            pass
+                self.db.execute("delete from temp.gc_batch")
+        else:
+            self.db.execute("delete from temp.gc_doomed")
         actions: list[str] = []
+        if skipped:
+            names = ", ".join(
+                repr(r[0])
+                for key in sorted(skipped)
+                for r in self.db.execute("select uid from sessions where id = ?", [key])
+            )
+            actions.append(
+                f"left the rest of the planned removals in {len(skipped)} session(s) written "
+                f"to during gc ({names}); run gc again to finish them"
+            )
         if not dry_run:
             actions.append(
                 f"removed {plan.turn_count} turns ({plan.dead} on dead branches, {plan.compacted}"
@@ -461,48 +457,18 @@ class Gc:
         )
         return len(old)
 
-    def _delete_marked(self, plan: _GcPlan, moment: datetime) -> None:
-        stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        # Turns that stay but point into the removed set: record what changes under "gc"
-        # in source_patch_json (doctor then takes their path values as a baseline).
-        for key, patch, parent, kept, *links in self.db.execute(LINKED_SQL).fetchall():
-            note: dict[str, Any] = {"utc": stamp}
-            for name, value, flag in zip(
-                ("parentId", "firstKeptTurn", "compaction", "run"),
-                (parent, kept, 1, 1),
-                links,
-                strict=True,
-            ):
-                if flag:
-                    note[name] = value if name in ("parentId", "firstKeptTurn") else True
-            merged = json.loads(patch) if patch else {}
-            earlier = merged.get("gc")  # a second gc keeps the first one's note too
-            merged["gc"] = (
-                note
-                if earlier is None
-                else [
-                    *(earlier if isinstance(earlier, list) else [earlier]),
-                    note,
-                ]
-            )
-            self.db.execute(
-                "update turns set source_patch_json = ? where id = ?", [json.dumps(merged), key]
-            )
-        # A turn whose parent goes becomes a root and starts its own run.
-        for seq, session_key, run_start in self.db.execute(REROOTED_SQL).fetchall():
-            self.db.execute(
-                "update turns set run_start_seq = ?, run_parent_id = null where session_id = ? "
-                "and run_start_seq = ? and seq >= ?",
-                [seq, session_key, run_start, seq],
-            )
-        for statement in UNLINK_SQL:
-            self.db.execute(statement)
-        for key in sorted(plan.sessions):
-            self.db.execute("delete from sessions where id = ?", [key])
-
-
-class _DryRun(Exception):
-    pass
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A read transaction: one consistent view, no write lock (WAL readers never block)."""
+        if self.db.conn.in_transaction:  # inside a caller's atomic(): its view already
+            yield
+            return
+        self.db.execute("begin")
+        try:
+            yield
+        finally:
+            if self.db.conn.in_transaction:
+                self.db.execute("commit")
 
 
 class _GcPlan:

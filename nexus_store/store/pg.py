@@ -19,13 +19,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nexus_store.errors import (
-    ConstraintViolation,
-    DatabaseBusy,
-    NexusError,
-    ReadOnlyError,
-    StoreOpenError,
-)
+from nexus_store.errors import QueryTimeout, ReadOnlyError, StoreOpenError
+from nexus_store.store.driver_errors import translate as _translate
 
 if TYPE_CHECKING:
     import psycopg
@@ -94,27 +89,14 @@ def driver_errors() -> tuple[type[BaseException], ...]:
 
 
 def translate_error(err: BaseException, where: str) -> BaseException:
-    """The nexus_store error a psycopg error means.
+    """The nexus_store error a psycopg error means (`driver_errors.translate`).
 
     A lock timeout is `DatabaseBusy` (retryable; issue 14), an integrity error a
-    `ConstraintViolation`, a lost connection and anything else a `NexusError` with
-    the server's first line: never a psycopg exception.
+    `ConstraintViolation`, a full disk, damaged data or a driver limit their
+    `StorageError` (issue 18), anything else a `StorageError` with the server's first
+    line: never a psycopg exception.
     """
-    import psycopg
-
-    text = str(err).strip()
-    reason = text.splitlines()[0] if text else type(err).__name__
-    if isinstance(err, psycopg.errors.LockNotAvailable):
-        return DatabaseBusy(
-            f"the session is locked by another writer on {where} and stayed locked for 30s; "
-            "try again",
-            where=where,
-        )
-    if isinstance(err, psycopg.IntegrityError):
-        return ConstraintViolation(f"{where}: {reason}")
-    if isinstance(err, psycopg.OperationalError):
-        return NexusError(f"PostgreSQL connection failed: {reason}")
-    return NexusError(f"PostgreSQL error on {where}: {reason}")
+    return _translate(err, where)
 
 
 class PgCursor:
@@ -164,8 +146,9 @@ class PgConnection:
     statement surfaces at that next statement, still inside the same transaction.
     """
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], where: str = "PostgreSQL") -> None:
         self.raw = raw
+        self.where = where  # the redacted URL, as driver errors name it
         self._pending: list[tuple[str, Any]] = []
 
     @property
@@ -284,26 +267,119 @@ def refuse_unless_query(
     return first
 
 
+_FUNCTION_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\s*\(")
+# pg_* functions that only describe sizes, types and definitions (the others reach the
+# server's files, settings, logs or other sessions: pg_read_file, pg_ls_dir, ...).
+_PG_HARMLESS = {
+    "pg_typeof",
+    "pg_column_size",
+    "pg_size_pretty",
+    "pg_size_bytes",
+    "pg_relation_size",
+    "pg_total_relation_size",
+    "pg_table_size",
+    "pg_indexes_size",
+    "pg_get_expr",
+    "pg_get_indexdef",
+    "pg_get_viewdef",
+    "pg_get_constraintdef",
+    "pg_get_serial_sequence",
+    "pg_table_is_visible",
+    "pg_encoding_to_char",
+}
+_PG_REFUSED = {"set_config", "dblink", "current_setting"}
+
+
+def _refused_function(name: str) -> bool:
+    name = name.lower()
+    return (
+        name in _PG_REFUSED
+        or (name.startswith("pg_") and name not in _PG_HARMLESS)
+        or name.startswith(("lo_", "dblink"))
+        or "_to_xml" in name  # query_to_xml('...') runs the SQL text it is given
+    )
+
+
+def _plan_texts(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _plan_texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _plan_texts(value)
+
+
+def _refuse_unsafe_functions(raw: Any, sql: str, first: str, params: Any) -> None:
+    """Refuse a query that calls a function outside the allowed set (issue 18).
+
+    The names are read from the server's own plan (EXPLAIN VERBOSE deparses every call
+    by its real name, whatever quoting, schema or view the text used); EXPLAIN without
+    ANALYZE runs nothing. EXPLAIN ANALYZE would run the query, so it is refused.
+    """
+    if first == "explain":
+        if re.search(r"\banaly[sz]e\b", sql, re.IGNORECASE):
+            raise ReadOnlyError(
+                "sql refuses EXPLAIN ANALYZE on PostgreSQL (it runs the query); use EXPLAIN"
+            )
+        return
+    if first == "show":
+        return
+    text = "explain (verbose, format json) " + _placeholders(sql)
+    plan = raw.execute(text, params).fetchone()[0]
+    for piece in _plan_texts(plan):
+        for name in _FUNCTION_CALL.findall(piece):
+            if _refused_function(name):
+                raise ReadOnlyError(
+                    f"sql refuses the function {name}() on PostgreSQL: it reaches the "
+                    "server's files, settings or other sessions; the database was not changed"
+                )
+
+
 def run_readonly_pg(
-    url: str, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    url: str,
+    sql: str,
+    params: Sequence[Any] | Mapping[str, Any] = (),
+    *,
+    timeout: float = 30.0,
 ) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
     """Run one read-only query on a PostgreSQL store (``nexus-store sql``).
 
     The statement must start like a query and runs alone (extended protocol) in a
-    ``READ ONLY`` transaction that is rolled back, so the server refuses any write.
-    For a hard guarantee, connect as a role granted SELECT only.
+    ``READ ONLY`` transaction that is rolled back, so the server refuses any write;
+    functions that read the server's files or settings (``pg_read_file``, ...) are
+    refused before it runs, and ``statement_timeout`` stops it after ``timeout``
+    seconds. For a hard guarantee, connect as a role granted SELECT only.
 
     Raises:
-        ReadOnlyError: If the statement would write, or returns no rows.
+        ReadOnlyError: If the statement would write, calls a refused function, or
+            returns no rows.
+        QueryTimeout: If it runs longer than ``timeout``.
     """
     import psycopg
 
-    refuse_unless_query(sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN, SHOW and TABLE")
+    first = refuse_unless_query(
+        sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN, SHOW and TABLE"
+    )
     raw = connect(url)
     try:
         raw.autocommit = False
         raw.read_only = True
+        raw.execute(
+            "select set_config('statement_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
+        )
+        _refuse_unsafe_functions(raw, sql, first, params)
         cursor = raw.execute(_placeholders(sql), params)
+    except ReadOnlyError:
+        raw.close()
+        raise
+    except psycopg.errors.QueryCanceled:
+        raw.close()
+        raise QueryTimeout(
+            f"sql stopped the query after {timeout:g}s; nothing was changed: add a LIMIT or "
+            "a stop condition, or give --timeout more seconds"
+        ) from None
     except psycopg.Error as err:
         raw.close()
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -17,6 +17,7 @@ from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
+from nexus_store.store.leaves import check_active_leaf
 from nexus_store.store.sql import SESSION_SQL, TURN_SQL
 
 __all__ = ["Reading"]
@@ -243,6 +244,8 @@ class Reading:
     def _leaf_key(self, session_id: str, leaf_id: str | None) -> tuple[int, int | None]:
         session_key, active = self.db.session_row(session_id)
         if leaf_id is None:
+            if active is not None:  # issue 18: a dangling leaf is an error, not a TypeError
+                check_active_leaf(self.db, session_key, session_id, active)
             return session_key, active
         return session_key, self.db.turn_key(session_key, session_id, leaf_id)
 

@@ -14,17 +14,18 @@ message reports a syntax error.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils.db import quote_identifier
 
-from nexus_store.errors import ReadOnlyError, StoreOpenError
+from nexus_store.errors import InvalidArgument, QueryTimeout, ReadOnlyError, StoreOpenError
 from nexus_store.store.connection import check_existing, connect_read_only
 from nexus_store.store.pg import is_postgres_url, refuse_unless_query, run_readonly_pg
 
-__all__ = ["run_readonly"]
+__all__ = ["DEFAULT_TIMEOUT", "run_readonly"]
 
 _ALLOWED_FIRST = {"select", "with", "values", "explain", "pragma"}
 # First keywords of every SQLite statement: a word outside this set is no statement
@@ -75,6 +76,19 @@ _ACTION_NAMES = {
     if hasattr(sqlite3, f"SQLITE_{name}")
 }
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+# Functions that load code, touch files, or hand out a pointer into the process
+# (fts3_tokenizer('simple') returns the address of a C struct: issue 18; fts5() too).
+_DENIED_FUNCTIONS = {
+    "load_extension",
+    "readfile",
+    "writefile",
+    "edit",
+    "fts3_tokenizer",
+    "fts5",
+    "sqlite_dbpage",
+}
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a ``sql`` query may run (``--timeout``); a runaway recursive CTE stops there."""
 
 
 class _Guard:
@@ -85,7 +99,7 @@ class _Guard:
         if action in _ALLOWED_ACTIONS:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
-            if (arg2 or "").lower() in ("load_extension", "readfile", "writefile", "edit"):
+            if (arg2 or "").lower() in _DENIED_FUNCTIONS:
                 self.denied = f"the function {arg2}()"
                 return sqlite3.SQLITE_DENY
             return sqlite3.SQLITE_OK
@@ -118,7 +132,11 @@ def _connect_virtual_tables(conn: sqlite3.Connection) -> None:
 
 
 def run_readonly(
-    path: str | Path, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    path: str | Path,
+    sql: str,
+    params: Sequence[Any] | dict[str, Any] = (),
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
     """Run one read-only query.
 
@@ -126,16 +144,20 @@ def run_readonly(
         path: The database file.
         sql: One SQL query (SELECT, WITH ... SELECT, VALUES, EXPLAIN, read PRAGMAs).
         params: Values bound to ``?`` or ``:name`` placeholders.
+        timeout: Seconds the query may run, fetching included (> 0).
 
     Returns:
         ``(column names, row iterator)``; the connection closes when the rows are consumed.
 
     Raises:
         ReadOnlyError: If the statement would write, attach, load code, or returns no rows.
+        QueryTimeout: If it runs longer than ``timeout`` (raised while rows are read).
         StoreOpenError: If the file is missing or not a SQLite database.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise InvalidArgument(f"sql timeout must be a number of seconds > 0, not {timeout!r}")
     if is_postgres_url(path):
-        return run_readonly_pg(str(path), sql, params)
+        return run_readonly_pg(str(path), sql, params, timeout=timeout)
     file = Path(path)
     if not file.exists():
         raise StoreOpenError(f"no database at {file}")
@@ -144,6 +166,7 @@ def run_readonly(
         sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN and read PRAGMAs", _STATEMENTS
     )
     conn = connect_read_only(file, timeout=5.0)
+    deadline = time.monotonic() + timeout
     try:
         conn.execute("pragma query_only = on")
         _connect_virtual_tables(conn)
@@ -153,6 +176,8 @@ def run_readonly(
     guard = _Guard()
     try:
         conn.set_authorizer(guard)
+        # a runaway query (a recursive CTE without end) is interrupted at the deadline
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         cursor = conn.execute(sql, params)
     except sqlite3.Warning:  # "You can only execute one statement at a time."
         conn.close()
@@ -165,6 +190,8 @@ def run_readonly(
             raise ReadOnlyError(
                 "sql runs one statement at a time; the database was not changed"
             ) from None
+        if "interrupted" in str(err):
+            raise _timed_out(timeout) from None
         if guard.denied or "not authorized" in str(err) or "readonly" in str(err).lower():
             what = guard.denied or "writing"
             raise ReadOnlyError(
@@ -179,7 +206,19 @@ def run_readonly(
     def rows() -> Iterator[tuple[Any, ...]]:
         try:
             yield from cursor
+        except sqlite3.Error as err:  # (a damaged page shows while rows are read)
+            if "interrupted" in str(err):
+                raise _timed_out(timeout) from None
+            raise ReadOnlyError(f"sql error: {err}") from None
         finally:
             conn.close()
 
     return columns, rows()
+
+
+def _timed_out(timeout: float) -> QueryTimeout:
+    return QueryTimeout(
+        f"sql stopped the query after {timeout:g}s (a recursive CTE without an end, or a "
+        "large join?); nothing was changed: add a LIMIT or a stop condition, or give "
+        "--timeout more seconds"
+    )

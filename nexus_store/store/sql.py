@@ -195,7 +195,7 @@ PG_CONTEXT_SQL = _CONTEXT.format(
 # active leaf, or the turn named by uid. One read per append.
 SESSION_AND_LEAF_SQL = (
     f"select s.id, s.last_seq, s.fork_turn_id, {PARENT_COLUMNS} from sessions s "
-    "left join turns t on t.id = s.active_leaf_id "
+    "left join turns t on t.id = s.active_leaf_id and t.session_id = s.id "
     "left join turns pc on pc.id = t.compaction_id where s.uid = ?"
 )
 SESSION_AND_PARENT_SQL = (
