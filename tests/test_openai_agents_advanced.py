@@ -189,3 +189,33 @@ class TestTreeBranches:
         assert items[-1]["content"].startswith("answer 11")
         assert after == [{"role": "user", "content": "after"}]
         assert kept == 25  # nothing was deleted
+
+
+class TestGcKeepsNamedBranches:
+    def test_gc_keeps_the_turns_of_a_live_named_branch(self, tmp_path: Path) -> None:
+        db = tmp_path / "gc.db"
+
+        async def build(session: NexusAdvancedSession) -> list[Any]:
+            await session.add_items([{"role": "user", "content": "one"}])
+            await session.add_items([{"role": "assistant", "content": "first answer"}])
+            await session.add_items([{"role": "user", "content": "two"}])
+            await session.create_branch_from_turn(2, "side")
+            await session.add_items([{"role": "user", "content": "two, differently"}])
+            await session.add_items([{"role": "assistant", "content": "side answer"}])
+            side = await session.get_items()
+            await session.switch_to_branch("main")
+            return side
+
+        session = NexusAdvancedSession("s", db)
+        try:
+            side = asyncio.run(build(session))
+        finally:
+            session.close()
+        with Store(db) as store:
+            store.gc("s", dead_branches_older_than=0, vacuum=False)
+        session = NexusAdvancedSession("s", db)
+        try:
+            # the branch the session is not on is off the active path, but its name keeps it
+            assert asyncio.run(session.get_items(branch_id="side")) == side
+        finally:
+            session.close()

@@ -46,12 +46,15 @@ __all__ = ["Gc", "GcReport"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-# The turns of a session whose context gc must keep: its active leaf and the turns
-# other sessions fork from.
+# The turns of a session whose context gc must keep: its active leaf, the turns other
+# sessions fork from, and the tips of its live named branches (NexusAdvancedSession).
 ANCHORS_SQL = """
 select active_leaf_id from sessions where id = ? and active_leaf_id is not null
 union
 select fork_turn_id from sessions where fork_turn_id in (select id from turns where session_id = ?)
+union
+select leaf_turn_id from agent_branches
+where session_id = ? and leaf_turn_id is not null and deleted_utc is null
 """
 
 # Remaining turns of a session with no remaining child.
@@ -350,7 +353,7 @@ class Gc:
 
     def _anchors(self, session_key: int, keep: set[str]) -> list[int]:
         """Turns whose context must not change: the active leaf, kept turns, fork points."""
-        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key, session_key])]
+        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key, session_key, session_key])]
         for uid in keep:
             row = self.db.execute(
                 "select id from turns where session_id = ? and uid = ?", [session_key, uid]
