@@ -353,7 +353,7 @@ class Gc:
 
     def _anchors(self, session_key: int, keep: set[str]) -> list[int]:
         """Turns whose context must not change: the active leaf, kept turns, fork points."""
-        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key, session_key, session_key])]
+        anchors = [r[0] for r in self.db.execute(ANCHORS_SQL, [session_key] * 3)]
         for uid in keep:
             row = self.db.execute(
                 "select id from turns where session_id = ? and uid = ?", [session_key, uid]
