@@ -33,6 +33,7 @@ from nexus_store.store.copy import Copy, CopyProgress, CopyReport
 from nexus_store.store.dialect import Capabilities, Dialect, PostgresDialect
 from nexus_store.store.doctor import DEFAULT_WAL_LIMIT, Doctor, DoctorReport
 from nexus_store.store.export import Export
+from nexus_store.store.facade_docs import copy_part_docs
 from nexus_store.store.gc import Gc, GcReport
 from nexus_store.store.gc_batches import GcProgress
 from nexus_store.store.importing import Importer, ImportReport, ProgressCallback
@@ -571,9 +572,9 @@ class PostgresStore(Store):
         return f"PostgresStore({pg.redact(self.url)!r})"
 
 
-def _copy_docs() -> None:
-    """Give each one-line facade method the full docstring of the part method it calls."""
-    parts = (
+copy_part_docs(
+    Store,
+    (
         Reading,
         Sessions,
         Appends,
@@ -586,15 +587,5 @@ def _copy_docs() -> None:
         Gc,
         Copy,
         Compaction,
-    )
-    for name, method in vars(Store).items():
-        if name.startswith("_") or not callable(method):
-            continue
-        for part in parts:
-            source = getattr(part, name, None)
-            if source is not None and source.__doc__:
-                method.__doc__ = source.__doc__
-                break
-
-
-_copy_docs()
+    ),
+)
