@@ -18,7 +18,7 @@ from typing import Any
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
-from nexus_store.store.db import Handle, unstorable, utc_now
+from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
 from nexus_store.store.indexqueue import defer_message_index
 from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
@@ -85,16 +85,37 @@ class Appends:
         # its commit, not by a trigger per row (store/indexqueue.py).
         defer_message_index(db)
         with db.atomic(keep_deferred=True):
-            explicit = "parentId" in entry and entry["parentId"] is not None
-            if explicit and not isinstance(entry["parentId"], str):
-                raise InvalidEntry(
-                    f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
-                )
-            if explicit and unstorable(entry["parentId"]):
-                # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
-                raise TurnNotFound(
-                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
-                )
+            db.appending = True
+            try:
+                return self._append(session_id, entry)
+            finally:
+                db.appending = False
+
+    def _append(self, session_id: str, entry: dict[str, Any]) -> Turn:
+        """`append_entry` inside its transaction (the handle's ``appending`` is set)."""
+        db = self.db
+        explicit = "parentId" in entry and entry["parentId"] is not None
+        if explicit and not isinstance(entry["parentId"], str):
+            raise InvalidEntry(
+                f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
+            )
+        if explicit and unstorable(entry["parentId"]):
+            # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
+            raise TurnNotFound(
+                f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
+            )
+        tail = db.tail(session_id)
+        fork = None
+        if tail is not None and (
+            "parentId" not in entry or (explicit and entry["parentId"] == tail.leaf.uid)
+        ):
+            # An earlier append of this transaction left the session here: its row is
+            # written once, before the commit or any other statement (db.SessionTail).
+            session_key, last_seq, fork_key = tail.key, tail.last_seq, tail.fork_key
+            parent: PathRow | None = tail.leaf
+        else:
+            if tail is not None:
+                db.flush_tails()  # the read below must see the session as written
             db.lock_session(session_id)
             if explicit:
                 row = db.execute(SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]).fetchone()
@@ -117,21 +138,16 @@ class Appends:
                 active = db.session_row(session_id)[1]
                 if active is not None:
                     raise dangling(session_id, active)
-            fork = None
             if parent is None and fork_key is not None:
                 # A root of a forked session continues the parent session's path.
                 fork = db.parent_row(fork_key)
-            now = utc_now()
-            if "timestamp" not in entry:
-                entry["timestamp"] = now
-            turn, key = self._insert_turn(
-                session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
-            )
-            db.execute(
-                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
-                "where id = ?",
-                [key, now, turn.seq, session_key],
-            )
+        now = utc_now()
+        if "timestamp" not in entry:
+            entry["timestamp"] = now
+        turn, leaf = self._insert_turn(
+            session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
+        )
+        db.set_tail(session_id, SessionTail(session_key, turn.seq, fork_key, leaf, now))
         return turn
 
     def append_message(
@@ -222,15 +238,15 @@ class Appends:
         *,
         seq: int,
         fork: PathRow | None = None,
-    ) -> tuple[Turn, int]:
+    ) -> tuple[Turn, PathRow]:
         """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
 
         ``fork``: for a root of a forked session, the parent session's fork turn, from
         which the root takes its path values (it stays a root of its own session).
 
         Returns:
-            The turn and its key. The caller updates the session's ``last_seq`` (and
-            the active leaf).
+            The turn and its row as the parent of later turns. The caller updates the
+            session's ``last_seq`` (and the active leaf).
         """
         db = self.db
         kind, skip, message_dicts = turn_payload(entry)
@@ -296,7 +312,11 @@ class Appends:
             thinking_level=values["active_thinking_level"],
             entry=final,
         )
-        return turn, key
+        uid = values["uid"]
+        leaf = child._replace(
+            id=key, uid=uid, compaction_uid=uid if kind == "compaction" else child.compaction_uid
+        )
+        return turn, leaf
 
 
 def turn_values(
