@@ -177,3 +177,93 @@ def test_batched_appends_match_appends_committed_one_by_one(ops: list[tuple[str,
         return [(seq, None if p is None else str(ids.index(p)), d) for seq, p, d in out]
 
     assert run(True) == run(False)
+
+
+def fts_ok(store: Store) -> None:
+    """FTS5's own check that the index matches its content table exactly."""
+    store.conn.execute(
+        "insert into messages_fts (messages_fts, rank) values ('integrity-check', 1)"
+    )
+
+
+class Boom(Exception):
+    """The failure a test injects."""
+
+
+def fail_on(monkeypatch: pytest.MonkeyPatch, store: Store, prefix: str, *, after: bool) -> None:
+    """Make the handle's next statement starting with ``prefix`` fail (before or after it ran)."""
+    handle = store.handle
+    real = type(handle).execute
+
+    def execute(self: Any, sql: str, params: Any = ()) -> Any:
+        if sql.startswith(prefix):
+            monkeypatch.setattr(type(handle), "execute", real)  # once
+            if after:
+                real(self, sql, params)
+                raise KeyboardInterrupt  # the statement ran; the interrupt came after
+            raise Boom(sql[:30])
+        return real(self, sql, params)
+
+    monkeypatch.setattr(type(handle), "execute", execute)
+
+
+def test_no_savepoint_per_append_inside_a_transaction(store: Store) -> None:
+    s = store.create_session()
+    seen = statements(store)
+    with store.atomic():
+        for i in range(5):
+            store.append_messages(s.id, [user(f"q{i}"), user(f"more{i}")])
+    store.conn.set_trace_callback(None)
+    assert not [q for q in seen if q.startswith("savepoint")]
+    assert len([q for q in seen if q.startswith("insert into messages (")]) == 5  # one per turn
+
+
+def test_a_failed_message_insert_in_a_batch_leaves_no_turn(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store.create_session()
+    with store.atomic():
+        a = store.append_message(s.id, user("walrus a"))
+        fail_on(monkeypatch, store, "insert into messages (", after=False)
+        with pytest.raises(Boom):
+            store.append_messages(s.id, [user("walrus lost"), user("walrus lost too")])
+        assert row(store, s.id) == (0, a.id)
+        b = store.append_message(s.id, user("walrus b"))
+    assert b.parent_id == a.id and b.seq == 1
+    assert [t.id for t in store.iter_turns(s.id)] == [a.id, b.id]
+    assert store.conn.execute("select count(*) from messages").fetchone()[0] == 2
+    assert len(store.search("walrus", limit=10)) == 2
+    fts_ok(store)
+    assert store.doctor().ok
+
+
+def test_an_interrupt_after_the_last_statement_keeps_the_whole_append(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store.create_session()
+    with store.atomic():
+        a = store.append_message(s.id, user("walrus a"))
+        fail_on(monkeypatch, store, "insert into messages (", after=True)
+        with pytest.raises(KeyboardInterrupt):
+            store.append_messages(s.id, [user("walrus kept"), user("walrus kept too")])
+        b = store.append_message(s.id, user("walrus b"))
+    turns = list(store.iter_turns(s.id))
+    assert [t.seq for t in turns] == [0, 1, 2]
+    assert turns[1].parent_id == a.id and b.parent_id == turns[1].id
+    assert len(store.search("walrus", limit=10)) == 4
+    fts_ok(store)
+    assert store.doctor().ok
+
+
+def test_a_failed_turn_insert_in_a_batch_writes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store.create_session()
+    with store.atomic():
+        a = store.append_message(s.id, user("a"))
+        fail_on(monkeypatch, store, "insert into turns", after=False)
+        with pytest.raises(Boom):
+            store.append_message(s.id, user("lost"))
+        b = store.append_message(s.id, user("b"))
+    assert [t.id for t in store.iter_turns(s.id)] == [a.id, b.id]
+    assert store.doctor().ok

@@ -24,11 +24,13 @@ from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
 from nexus_store.store.sql import (
-    INSERT_MESSAGE_SQL,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGES_PER_STATEMENT,
     PARENT_BY_UID_SQL,
     SESSION_AND_LEAF_SQL,
     SESSION_AND_PARENT_SQL,
     TURN_COLUMNS,
+    insert_messages_sql,
 )
 from nexus_store.tokens import TokenCounter, message_tokens
 
@@ -84,15 +86,28 @@ class Appends:
         # In a caller's transaction the new messages are indexed for search once, at
         # its commit, not by a trigger per row (store/indexqueue.py).
         defer_message_index(db)
+        if db.in_transaction and db.dialect.statement_rollback and _few_messages(entry):
+            # Inside a caller's transaction on SQLite no savepoint is needed: the append
+            # writes with two statements, each atomic on its own, and `_append` undoes
+            # the first if the second fails (see `_settle`).
+            db.appending = True
+            try:
+                return self._append(session_id, entry, guarded=True)
+            finally:
+                db.appending = False
         with db.atomic(keep_deferred=True):
             db.appending = True
             try:
-                return self._append(session_id, entry)
+                return self._append(session_id, entry, guarded=False)
             finally:
                 db.appending = False
 
-    def _append(self, session_id: str, entry: dict[str, Any]) -> Turn:
-        """`append_entry` inside its transaction (the handle's ``appending`` is set)."""
+    def _append(self, session_id: str, entry: dict[str, Any], *, guarded: bool) -> Turn:
+        """`append_entry` inside its transaction (the handle's ``appending`` is set).
+
+        ``guarded``: no savepoint encloses the append (a caller's SQLite transaction),
+        so a failure after the turn's row was written is settled here (`_settle`).
+        """
         db = self.db
         explicit = "parentId" in entry and entry["parentId"] is not None
         if explicit and not isinstance(entry["parentId"], str):
@@ -144,9 +159,14 @@ class Appends:
         now = utc_now()
         if "timestamp" not in entry:
             entry["timestamp"] = now
-        turn, leaf = self._insert_turn(
-            session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
-        )
+        try:
+            turn, leaf = self._insert_turn(
+                session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
+            )
+        except BaseException:
+            if guarded:
+                self._settle(session_id, session_key, last_seq + 1, fork_key, now, entry)
+            raise
         db.set_tail(session_id, SessionTail(session_key, turn.seq, fork_key, leaf, now))
         return turn
 
@@ -229,6 +249,39 @@ class Appends:
             entry["label"] = label
         return self.append_entry(session_id, entry)
 
+    def _settle(
+        self,
+        session_id: str,
+        session_key: int,
+        seq: int,
+        fork_key: int | None,
+        now: str,
+        entry: dict[str, Any],
+    ) -> None:
+        """Leave the store consistent after an append failed without a savepoint.
+
+        The turn's row and its messages are written by one statement each. If the turn
+        is not there, nothing was written. If it is there without its messages (their
+        statement failed, so none of them is), its row is deleted. If it is complete
+        (an interrupt after the last statement), the append stands: the session moves
+        to it as after any append, and the error goes on.
+        """
+        db = self.db
+        row = db.execute(
+            "select id from turns where session_id = ? and seq = ?", [session_key, seq]
+        ).fetchone()
+        if row is None:
+            return
+        key = int(row[0])
+        has_messages = bool(turn_payload(entry)[2])
+        written = db.execute("select 1 from messages where turn_id = ? limit 1", [key]).fetchone()
+        if has_messages and written is None:
+            db.execute("delete from turns where id = ?", [key])
+            return
+        leaf = db.parent_row(key)
+        if leaf is not None:
+            db.set_tail(session_id, SessionTail(session_key, seq, fork_key, leaf, now))
+
     def _insert_turn(
         self,
         session_key: int,
@@ -289,8 +342,12 @@ class Appends:
             raise InvalidEntry(f"no free generated turn id in session {session_id!r}")
         key = inserted if key is None else key
         rows = message_rows(key, message_dicts, counts)
-        if rows:
-            db.executemany(INSERT_MESSAGE_SQL, rows)
+        for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
+            chunk = rows[start : start + MESSAGES_PER_STATEMENT]
+            db.execute(
+                insert_messages_sql(len(chunk)),
+                [row[c] for row in chunk for c in MESSAGE_INSERT_COLUMNS],
+            )
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid
@@ -402,6 +459,12 @@ def turn_values(
 
 def _summary_tokens(counter: TokenCounter, summary: str) -> int:
     return message_tokens(counter, {"role": "compactionSummary", "summary": summary})
+
+
+def _few_messages(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry's messages fit one insert statement (`MESSAGES_PER_STATEMENT`)."""
+    messages = entry.get("messages")
+    return not isinstance(messages, list) or len(messages) <= MESSAGES_PER_STATEMENT
 
 
 def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
