@@ -10,11 +10,11 @@ way whatever its source.
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nexus_store import jsoncodec
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
@@ -365,7 +365,7 @@ class Appends:
             context_tokens=values["context_tokens"],
             compactions=values["compaction_count"],
             compaction_id=child.compaction_uid,
-            model=None if model_json is None else json.loads(model_json),
+            model=None if model_json is None else jsoncodec.loads(model_json),
             thinking_level=values["active_thinking_level"],
             entry=final,
         )
@@ -478,7 +478,7 @@ def _validate_native(entry: dict[str, Any]) -> None:
         # Entries are JSON: refuse what JSON cannot hold here, not as a TypeError later.
         try:
             # (no NaN or Infinity: JSON has none, and JavaScript writes them as null)
-            json.dumps(value, allow_nan=False)
+            jsoncodec.check(value)
         except (TypeError, ValueError, RecursionError) as err:
             raise InvalidEntry(f"entry field {key!r} is not JSON: {err}") from None
         if not isinstance(key, str) or unstorable(key):
