@@ -45,7 +45,7 @@ __all__ = [
     "SpawnPreparation",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class EngineInfo(BaseModel):

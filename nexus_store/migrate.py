@@ -11,16 +11,19 @@ refused rather than guessed at.
 from __future__ import annotations
 
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from nexus_store.errors import SchemaOutOfDate
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 __all__ = [
     "MIGRATION_SET",
     "applied",
     "build_migrations",
     "ensure_current",
+    "is_current",
     "refuse_pending",
     "schema_files",
 ]
@@ -41,8 +44,33 @@ def schema_files() -> list[Path]:
     raise FileNotFoundError("nexus_store schema files not found (expected nexus_store/_schema)")
 
 
+def is_current(conn: Any) -> bool:
+    """Whether a SQLite database records exactly the migrations of this code's schema files.
+
+    The check every open makes first, with two reads and without sqlite-utils (issue
+    17: start-up); anything else (a new database, migrations to apply, migrations
+    this code does not know) goes through `ensure_current` or `refuse_pending`.
+
+    Args:
+        conn: A connection to the database (sqlite3).
+    """
+    if (
+        conn.execute(
+            "select 1 from sqlite_master where type = 'table' and name = '_sqlite_migrations'"
+        ).fetchone()
+        is None
+    ):
+        return False
+    rows = conn.execute(
+        "select name from _sqlite_migrations where migration_set = ?", [MIGRATION_SET]
+    ).fetchall()
+    return {row[0] for row in rows} == {path.stem for path in schema_files()}
+
+
 def build_migrations() -> sqlite_utils.Migrations:
     """Register one migration per schema file, in filename order."""
+    import sqlite_utils
+
     migrations = sqlite_utils.Migrations(MIGRATION_SET)
     for path in schema_files():
         sql = path.read_text(encoding="utf-8")
@@ -57,6 +85,8 @@ def build_migrations() -> sqlite_utils.Migrations:
 
 def applied(db: sqlite_utils.Database) -> list[str]:
     """Names of the migrations recorded in the database, in the order applied."""
+    import sqlite_utils
+
     return [m.name for m in sqlite_utils.Migrations(MIGRATION_SET).applied(db)]
 
 

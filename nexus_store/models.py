@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Context", "ContextStatus", "Session", "Turn"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Session(BaseModel):

@@ -73,7 +73,7 @@ class WorkspaceFile(BaseModel):
         max_chars: The limit applied (None when none was).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     content: str

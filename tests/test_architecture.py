@@ -112,7 +112,9 @@ class TestImports:
         graph = import_graph()
         # the compaction runner names Store only for mypy: no run-time edge to the facade
         assert "nexus_store.store.facade" not in graph["nexus_store.compaction.runner"]
-        assert "nexus_store.compaction.runner" in graph["nexus_store.store.facade"]
+        assert "nexus_store.compaction.runner" not in graph["nexus_store.store.facade"]
+        # ... while an import inside a function counts: the facade's parts are made there
+        assert "nexus_store.compaction.runner" in graph["nexus_store.store.parts"]
 
 
 class TestModules:

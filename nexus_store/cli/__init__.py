@@ -12,21 +12,34 @@ import click
 
 from nexus_store import __version__
 from nexus_store.cli._common import CONTEXT_SETTINGS, NexusGroup, database_target
-from nexus_store.cli.compacting import compact, navigate
-from nexus_store.cli.context import context
-from nexus_store.cli.copying import copy
-from nexus_store.cli.maintenance import backup, doctor, gc
-from nexus_store.cli.openclaw import openclaw
-from nexus_store.cli.read import schema, sessions, sql, tree
-from nexus_store.cli.search import search
-from nexus_store.cli.service import serve
-from nexus_store.cli.sync import sync
-from nexus_store.cli.transfer import export, import_
 
 __all__ = ["cli"]
 
+# Each command's module is imported when that command runs (or shows its help), so a
+# command pays only for its own imports (issue 17: `context status` in well under the
+# time of importing every command).
+COMMANDS = {
+    "import": "nexus_store.cli.transfer:import_",
+    "export": "nexus_store.cli.transfer:export",
+    "sync": "nexus_store.cli.sync:sync",
+    "sessions": "nexus_store.cli.read:sessions",
+    "tree": "nexus_store.cli.read:tree",
+    "context": "nexus_store.cli.context:context",
+    "compact": "nexus_store.cli.compacting:compact",
+    "navigate": "nexus_store.cli.compacting:navigate",
+    "sql": "nexus_store.cli.read:sql",
+    "schema": "nexus_store.cli.read:schema",
+    "search": "nexus_store.cli.search:search",
+    "doctor": "nexus_store.cli.maintenance:doctor",
+    "gc": "nexus_store.cli.maintenance:gc",
+    "backup": "nexus_store.cli.maintenance:backup",
+    "copy": "nexus_store.cli.copying:copy",
+    "serve": "nexus_store.cli.service:serve",
+    "openclaw": "nexus_store.cli.openclaw:openclaw",
+}
 
-@click.group(cls=NexusGroup, context_settings=CONTEXT_SETTINGS)
+
+@click.group(cls=NexusGroup, context_settings=CONTEXT_SETTINGS, lazy_commands=COMMANDS)
 @click.version_option(__version__, prog_name="nexus-store")
 @click.option(
     "--db",
@@ -56,25 +69,3 @@ def cli(db: Path | str | None, counter: str | None) -> None:
         nexus-store tree latest
         nexus-store context show latest --json
     """
-
-
-for command in (
-    import_,
-    export,
-    sync,
-    sessions,
-    tree,
-    context,
-    compact,
-    navigate,
-    sql,
-    schema,
-    search,
-    doctor,
-    gc,
-    backup,
-    copy,
-    serve,
-    openclaw,
-):
-    cli.add_command(command)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from nexus_store.errors import NexusError
-from nexus_store.store import Store
 from nexus_store.store.driver_errors import is_driver_error, translate
 from nexus_store.store.pg import is_postgres_url
+
+if TYPE_CHECKING:
+    from nexus_store.store import Store
 
 __all__ = [
     "CONTEXT_SETTINGS",
@@ -81,7 +84,53 @@ def default_db_path() -> Path:
 
 
 class NexusGroup(click.Group):
-    """A click group that turns every NexusError into one line on stderr and exit code 1."""
+    """A click group that turns every NexusError into one line on stderr and exit code 1.
+
+    Its commands can be named lazily (``lazy_commands={"name": "module:attribute"}``):
+    a command's module is imported when that command runs or its help is shown, so
+    ``nexus-store context status`` does not import the importers, the service or
+    the summarizers (issue 17: start-up). `commands` (every command, imported)
+    stays what click's own groups offer, for tools and tests that walk the tree.
+
+    Args:
+        lazy_commands: Command name -> ``"package.module:attribute"`` of the command.
+        **kwargs: As for `click.Group`.
+    """
+
+    def __init__(
+        self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        self._lazy = dict(lazy_commands or {})
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> MutableMapping[str, click.Command]:
+        """Every command by name (importing those not imported yet)."""
+        for name in list(self._lazy):
+            self._load(name)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        self._commands = value
+
+    def _load(self, name: str) -> click.Command:
+        module, _, attribute = self._lazy.pop(name).partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module}:{attribute} is not a click command")
+        self._commands[name] = command
+        return command
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command of this name (its module imported now if it was not), or None."""
+        if cmd_name in self._lazy:
+            return self._load(cmd_name)
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The command names, sorted (nothing is imported)."""
+        return sorted({*self._commands, *self._lazy})
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, mapping library errors to ClickException once, here.
@@ -143,6 +192,8 @@ def database_target(
 
 def open_store(ctx: click.Context, *, create: bool = False) -> Store:
     """Open the database named by --db (or the default), closing it when the command ends."""
+    from nexus_store.store import Store  # not at import: `--help` needs no store
+
     target: Path | str = ctx.find_root().params["db"] or default_db_path()
     if isinstance(target, str):  # a postgresql:// URL
         url_store = Store(target)

@@ -25,31 +25,91 @@ The names users need are re-exported here:
 
 from __future__ import annotations
 
-from nexus_store.compaction.extractive import ExtractiveSummarizer
-from nexus_store.compaction.plan import (
-    BranchSummaryOutcome,
-    CompactionOutcome,
-    CompactionPlan,
-    ContextItem,
-    plan_compaction,
-    run_branch_summary,
-    run_compaction,
-)
-from nexus_store.compaction.policy import (
-    CompactionConfig,
-    Degradation,
-    LayerConfig,
-    SummarizerOptions,
-    evaluate_degradation,
-    load_config,
-    select_layer,
-    should_compact,
-    trigger_threshold,
-)
-from nexus_store.compaction.prune import PruneConfig, PruneResult, prune_context, tool_output_tokens
-from nexus_store.compaction.runner import Compaction, CompactResult, resolve_summarizer
-from nexus_store.compaction.stages import StagedSummary, summarize_in_stages
-from nexus_store.compaction.summarizer import HttpSummarizer, Summarizer, get_summarizer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nexus_store.compaction.extractive import ExtractiveSummarizer
+    from nexus_store.compaction.plan import (
+        BranchSummaryOutcome,
+        CompactionOutcome,
+        CompactionPlan,
+        ContextItem,
+        plan_compaction,
+        run_branch_summary,
+        run_compaction,
+    )
+    from nexus_store.compaction.policy import (
+        CompactionConfig,
+        Degradation,
+        LayerConfig,
+        SummarizerOptions,
+        evaluate_degradation,
+        load_config,
+        select_layer,
+        should_compact,
+        trigger_threshold,
+    )
+    from nexus_store.compaction.prune import (
+        PruneConfig,
+        PruneResult,
+        prune_context,
+        tool_output_tokens,
+    )
+    from nexus_store.compaction.runner import Compaction, CompactResult, resolve_summarizer
+    from nexus_store.compaction.stages import StagedSummary, summarize_in_stages
+    from nexus_store.compaction.summarizer import HttpSummarizer, Summarizer, get_summarizer
+
+
+# Imported on first use (PEP 562): `from nexus_store.compaction.policy import ...` (the
+# store's status reads the policy) does not pay for the planner, the summarizers and
+# their pydantic models (issue 17: start-up).
+_LAZY = {
+    "ExtractiveSummarizer": "nexus_store.compaction.extractive",
+    "BranchSummaryOutcome": "nexus_store.compaction.plan",
+    "CompactionOutcome": "nexus_store.compaction.plan",
+    "CompactionPlan": "nexus_store.compaction.plan",
+    "ContextItem": "nexus_store.compaction.plan",
+    "plan_compaction": "nexus_store.compaction.plan",
+    "run_branch_summary": "nexus_store.compaction.plan",
+    "run_compaction": "nexus_store.compaction.plan",
+    "CompactionConfig": "nexus_store.compaction.policy",
+    "Degradation": "nexus_store.compaction.policy",
+    "LayerConfig": "nexus_store.compaction.policy",
+    "SummarizerOptions": "nexus_store.compaction.policy",
+    "evaluate_degradation": "nexus_store.compaction.policy",
+    "load_config": "nexus_store.compaction.policy",
+    "select_layer": "nexus_store.compaction.policy",
+    "should_compact": "nexus_store.compaction.policy",
+    "trigger_threshold": "nexus_store.compaction.policy",
+    "PruneConfig": "nexus_store.compaction.prune",
+    "PruneResult": "nexus_store.compaction.prune",
+    "prune_context": "nexus_store.compaction.prune",
+    "tool_output_tokens": "nexus_store.compaction.prune",
+    "Compaction": "nexus_store.compaction.runner",
+    "CompactResult": "nexus_store.compaction.runner",
+    "resolve_summarizer": "nexus_store.compaction.runner",
+    "StagedSummary": "nexus_store.compaction.stages",
+    "summarize_in_stages": "nexus_store.compaction.stages",
+    "HttpSummarizer": "nexus_store.compaction.summarizer",
+    "Summarizer": "nexus_store.compaction.summarizer",
+    "get_summarizer": "nexus_store.compaction.summarizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nexus_store.compaction' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BranchSummaryOutcome",

@@ -81,7 +81,7 @@ class ContextItem(BaseModel):
         tokens: Its stored token count.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     turn_id: str
     kind: str
@@ -105,7 +105,7 @@ class CompactionPlan(BaseModel):
         previous_details: That compaction's details (file lists), carried forward.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     first_kept_turn_id: str | None
     to_summarize: list[dict[str, Any]]
@@ -138,7 +138,7 @@ class CompactionOutcome(BaseModel):
         stages: Summarizer calls made.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     summary: str
     details: dict[str, list[str]]
@@ -410,7 +410,7 @@ class BranchSummaryOutcome(BaseModel):
         partial: True when some messages could not be summarized.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     summary: str
     details: dict[str, list[str]]

@@ -77,7 +77,7 @@ class LayerConfig(BaseModel):
             writes a mechanical summary instead.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: LayerName
     trigger_percent: float = Field(gt=0, le=100)
@@ -121,7 +121,7 @@ class SummarizerOptions(BaseModel):
         temperature: Sampling temperature.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["extractive", "openai"] = "extractive"
     base_url: str | None = None
@@ -151,7 +151,7 @@ class CompactionConfig(BaseModel):
         summarizer: The summarizer's settings.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     context_window: int = Field(default=200_000, gt=0)
     reserve_tokens_floor: int = Field(default=20_000, ge=0)
@@ -420,7 +420,7 @@ class Degradation(BaseModel):
         recommendation: What to do, in one or a few lines.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     compaction_count: int
     risk: RiskLevel

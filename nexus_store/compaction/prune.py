@@ -58,7 +58,7 @@ class PruneConfig(BaseModel):
         protect_user_turns: Most recent user turns whose tool results are never pruned.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     enabled: bool = True
     protect_tokens: int = Field(default=40_000, ge=0)
@@ -84,7 +84,7 @@ class PruneResult(BaseModel):
         tokens_after: Sum of ``tokens``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     messages: list[dict[str, Any]]
     tokens: list[int]

@@ -65,7 +65,7 @@ class CompactResult(BaseModel):
         turn: The compaction turn written (None for a dry run).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     plan: CompactionPlan
     outcome: CompactionOutcome | None = None

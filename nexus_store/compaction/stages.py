@@ -61,7 +61,7 @@ class StagedSummary(BaseModel):
         stages: Summarizer calls that produced text (chunks, plus the merge if any).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     summary: str
     partial: bool = False

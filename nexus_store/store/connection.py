@@ -22,6 +22,7 @@ from nexus_store.errors import StorageError, StoreOpenError
 from nexus_store.store.driver_errors import TranslatingConnection
 
 __all__ = [
+    "DEFAULT_WAL_LIMIT",
     "SQLITE_HEADER",
     "check_existing",
     "connect",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+DEFAULT_WAL_LIMIT = 64 * 1024 * 1024
+"""A WAL larger than this (bytes) is reported by `Store.doctor` (checkpointed with ``fix``)."""
 
 
 def check_existing(path: Path) -> None:
@@ -161,4 +164,7 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
     except sqlite3.Error as err:
         raise StoreOpenError(f"cannot open {target}: {err}") from None
     conn.where = target
+    # A trigger's own writes fire triggers too (sqlite-utils' default, which the store
+    # had while it opened every connection through sqlite_utils.Database).
+    conn.execute("pragma recursive_triggers=on")
     return conn

@@ -75,7 +75,7 @@ class CopyReport(BaseModel):
         seconds: Wall time.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     sessions: int = 0
     copied: int = 0

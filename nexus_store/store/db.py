@@ -100,7 +100,8 @@ class Handle:
         dialect: The backend's `Dialect`.
         where: The file or server, for messages (a URL without its password).
         filename: The database file (None in memory or on a server).
-        sqlite_db: The `sqlite_utils.Database` around ``conn`` (SQLite only).
+        sqlite_db: The caller's `sqlite_utils.Database` around ``conn``, if it gave one;
+            otherwise `sqlite_db` makes one when first asked (SQLite only).
         read_only: Why the database cannot be written (a read-only file or folder),
             or None when it can; `atomic` then refuses every write.
     """
@@ -122,7 +123,7 @@ class Handle:
         self.dialect = dialect
         self.where = where
         self.filename = filename
-        self.sqlite_db = sqlite_db
+        self._sqlite_db = sqlite_db
         #: Work a transaction gathers and does once before it commits (by key; see
         #: `store/indexqueue.py`), dropped with the transaction on a rollback.
         self._deferred: dict[str, Callable[[], None]] = {}
@@ -130,6 +131,23 @@ class Handle:
         self._tails: dict[str, SessionTail] = {}
         #: True while an append runs its own statements (they need no flush).
         self.appending = False
+
+    @property
+    def sqlite_db(self) -> sqlite_utils.Database | None:
+        """The `sqlite_utils.Database` around the connection (None on PostgreSQL).
+
+        Made on first use: migrations to apply, `Store.db` and the `sql` guards need
+        it, reading and writing do not, so opening a current database does not import
+        sqlite-utils (issue 17: start-up). The connection already has what wrapping
+        it used to set (``recursive_triggers``; `connection.connect`).
+        """
+        if self._sqlite_db is None and self.dialect.name == "sqlite":
+            import sqlite_utils
+
+            self._sqlite_db = sqlite_utils.Database(
+                self._conn, execute_plugins=False, recursive_triggers=False
+            )
+        return self._sqlite_db
 
     @property
     def conn(self) -> Any:

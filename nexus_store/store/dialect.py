@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from nexus_store import migrate
 from nexus_store.errors import (
@@ -40,6 +39,9 @@ from nexus_store.store.sql import (
     PG_INSERT_TURN_SQL,
     PG_PATH_SQL,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 __all__ = [
     "POSTGRES",
@@ -202,26 +204,33 @@ class SqliteDialect(Dialect):
     @staticmethod
     def connect(
         path: str | Path | sqlite_utils.Database | None, *, memory: bool, busy_timeout: float
-    ) -> tuple[sqlite_utils.Database, Path | None, bool, str | None]:
+    ) -> tuple[sqlite3.Connection, sqlite_utils.Database | None, Path | None, bool, str | None]:
         """Open (or create, owner-only) the file.
 
+        sqlite-utils is not imported here: the handle wraps the connection in a
+        `sqlite_utils.Database` when something first needs one (migrations to apply,
+        `Store.db`), so opening a current database does not pay for it (issue 17).
+
         Returns:
-            ``(database, filename, created, read_only)``: ``read_only`` says why an
-            existing file cannot be written (a read-only file or folder), else None;
-            such a file is opened read-only, and reading works.
+            ``(connection, database, filename, created, read_only)``: ``database`` is
+            the caller's `sqlite_utils.Database` when one was given, else None;
+            ``read_only`` says why an existing file cannot be written (a read-only
+            file or folder), else None; such a file is opened read-only, and reading
+            works.
 
         Raises:
             StoreOpenError: If the path is not a SQLite database or cannot be created.
         """
-        if isinstance(path, sqlite_utils.Database):
+        given = sys.modules.get("sqlite_utils")  # a Database given means it is imported
+        if given is not None and isinstance(path, given.Database):
             path.conn.isolation_level = None
-            return path, None, False, None
+            return path.conn, path, None, False, None
         if memory or path is None or str(path) == ":memory:":
             if path is None and not memory:
                 raise ValueError("give a database path, or memory=True")
             conn = connection.connect(":memory:", timeout=busy_timeout)
-            return sqlite_utils.Database(conn, execute_plugins=False), None, False, None
-        filename = Path(path)
+            return conn, None, None, False, None
+        filename = Path(cast("str | Path", path))  # not a Database: that returned above
         created = False
         read_only = None
         if filename.exists():
@@ -234,8 +243,7 @@ class SqliteDialect(Dialect):
             conn = connection.connect_read_only(filename, timeout=busy_timeout)
         else:
             conn = connection.connect(str(filename), timeout=busy_timeout)
-        database = sqlite_utils.Database(conn, execute_plugins=False)
-        return database, filename, created, read_only
+        return conn, None, filename, created, read_only
 
     def configure(self, db: Handle, synchronous: str, busy_timeout: float) -> None:
         """WAL, the synchronous mode, foreign keys, a busy timeout."""
@@ -279,6 +287,8 @@ class SqliteDialect(Dialect):
 
     def migrate(self, db: Handle) -> None:
         """sqlite-utils migrations from ``schema/``, retried while another process migrates."""
+        if migrate.is_current(db.conn):  # the usual open: nothing to apply or refuse
+            return
         assert db.sqlite_db is not None  # a SQLite handle always has one
         migrations = migrate.build_migrations()
         if db.read_only:

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from nexus_store.errors import NexusError
+from nexus_store.store.connection import DEFAULT_WAL_LIMIT
 from nexus_store.store.db import Handle
 from nexus_store.store.pathvalues import (
     PARENT_COLUMNS,
@@ -37,11 +38,10 @@ from nexus_store.store.pathvalues import (
 
 __all__ = ["Doctor", "DoctorFinding", "DoctorReport"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 # What a damaged database raises while doctor reads or repairs it: the driver's
 # errors as Handle.execute translates them, and SQLite's own from pragmas.
 _DB_ERRORS = (sqlite3.DatabaseError, NexusError)
-DEFAULT_WAL_LIMIT = 64 * 1024 * 1024
 
 # Every turn with what `path_values` needs to recompute its path values: its stored
 # row (PathRow columns, from PARENT_COLUMNS), its parent and first kept turn, its

@@ -16,40 +16,46 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
-import sqlite_utils
-
-from nexus_store.compaction.plan import ContextItem
-from nexus_store.compaction.policy import CompactionConfig
-from nexus_store.compaction.prune import PruneConfig, PruneResult
-from nexus_store.compaction.runner import Compaction, CompactResult
-from nexus_store.compaction.summarizer import Summarizer
-from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.store import pg
-from nexus_store.store.appends import ACTIVE_LEAF, Appends
-from nexus_store.store.backup import Backup
-from nexus_store.store.copy import Copy, CopyProgress, CopyReport
-from nexus_store.store.dialect import Capabilities, Dialect, PostgresDialect
-from nexus_store.store.doctor import DEFAULT_WAL_LIMIT, Doctor, DoctorReport
-from nexus_store.store.export import Export
-from nexus_store.store.facade_docs import copy_part_docs
-from nexus_store.store.gc import Gc, GcReport
-from nexus_store.store.gc_batches import GcProgress
-from nexus_store.store.importing import Importer, ImportReport, ProgressCallback
-from nexus_store.store.ingest import Ingest, IngestCounts, ProblemSink
+from nexus_store.store.appends import ACTIVE_LEAF
+from nexus_store.store.connection import DEFAULT_WAL_LIMIT
+from nexus_store.store.dialect import PostgresDialect
+from nexus_store.store.facade_docs import PartDocs, document_from_parts
 from nexus_store.store.opening import open_handle
-from nexus_store.store.reading import Reading
-from nexus_store.store.search import Search, SearchHit
-from nexus_store.store.sessions import Sessions
-from nexus_store.store.workspace import Workspace
-from nexus_store.tokens import TokenCounter
-from nexus_store.workspace import WorkspaceFile
+from nexus_store.store.parts import make_part, part_classes
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from nexus_store.compaction.plan import ContextItem
+    from nexus_store.compaction.policy import CompactionConfig
+    from nexus_store.compaction.prune import PruneConfig, PruneResult
+    from nexus_store.compaction.runner import Compaction, CompactResult
+    from nexus_store.compaction.summarizer import Summarizer
+    from nexus_store.models import Context, ContextStatus, Session, Turn
+    from nexus_store.store.appends import Appends
+    from nexus_store.store.backup import Backup
+    from nexus_store.store.copy import Copy, CopyProgress, CopyReport
+    from nexus_store.store.dialect import Capabilities, Dialect
+    from nexus_store.store.doctor import Doctor, DoctorReport
+    from nexus_store.store.export import Export
+    from nexus_store.store.gc import Gc, GcReport
+    from nexus_store.store.gc_batches import GcProgress
+    from nexus_store.store.importing import Importer, ImportReport, ProgressCallback
+    from nexus_store.store.ingest import Ingest, IngestCounts, ProblemSink
+    from nexus_store.store.reading import Reading
+    from nexus_store.store.search import Search, SearchHit
+    from nexus_store.store.sessions import Sessions
+    from nexus_store.store.workspace import Workspace
+    from nexus_store.tokens import TokenCounter
+    from nexus_store.workspace import WorkspaceFile
 
 __all__ = ["ACTIVE_LEAF", "PostgresStore", "Store"]
 
 
-class Store:
+class Store(metaclass=PartDocs):
     """A nexus_store database: sessions as trees of turns.
 
     Example:
@@ -103,23 +109,35 @@ class Store:
             path, memory=memory, counter=counter, synchronous=synchronous, busy_timeout=busy_timeout
         )
         self.handle = handle
-        self.db: sqlite_utils.Database | None = handle.sqlite_db
         self.filename: Path | None = handle.filename
         self.read_only: str | None = handle.read_only
         """Why this store cannot write (a read-only file or folder), or None when it can."""
-        self._reading = Reading(handle)
-        self._sessions = Sessions(handle, self._reading)
-        self._appends = Appends(handle, self._reading)
-        self._searcher = Search(handle)
-        self._ingester = Ingest(handle, self._reading, self._searcher)
-        self._importer = Importer(self._ingester)
-        self._exporter = Export(handle, self._reading, self._ingester)
-        self._workspaces = Workspace(handle)
-        self._doctoring = Doctor(handle)
-        self._collector = Gc(handle, self._reading)
-        self._copier = Copy(handle, self._reading, self._exporter, self._ingester)
-        self._compaction = Compaction(self)
-        self._backup = Backup(handle)
+
+    # The parts, each made when first used (store/parts.py): a command imports only its own.
+    _reading: Reading
+    _sessions: Sessions
+    _appends: Appends
+    _searcher: Search
+    _ingester: Ingest
+    _importer: Importer
+    _exporter: Export
+    _workspaces: Workspace
+    _doctoring: Doctor
+    _collector: Gc
+    _copier: Copy
+    _compaction: Compaction
+    _backup: Backup
+
+    if not TYPE_CHECKING:  # mypy checks the parts named above, not any name
+
+        def __getattr__(self, name: str) -> Any:
+            part = self.__dict__[name] = make_part(self, name)
+            return part
+
+    @property
+    def db(self) -> sqlite_utils.Database | None:
+        """The `sqlite_utils.Database` (SQLite only; None on PostgreSQL), made on first use."""
+        return self.handle.sqlite_db
 
     @property
     def conn(self) -> Any:
@@ -576,20 +594,4 @@ class PostgresStore(Store):
         return f"PostgresStore({pg.redact(self.url)!r})"
 
 
-copy_part_docs(
-    Store,
-    (
-        Reading,
-        Sessions,
-        Appends,
-        Ingest,
-        Importer,
-        Export,
-        Search,
-        Workspace,
-        Doctor,
-        Gc,
-        Copy,
-        Compaction,
-    ),
-)
+document_from_parts(Store, part_classes)

@@ -44,7 +44,7 @@ from nexus_store.store.reading import Reading
 
 __all__ = ["Gc", "GcReport"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 # The turns of a session whose context gc must keep: its active leaf, the turns other
 # sessions fork from, and the tips of its live named branches (NexusAdvancedSession).

@@ -57,7 +57,7 @@ class ImportReport(BaseModel):
         seconds: Wall time.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     files: int = 0
     sessions: list[str] = []

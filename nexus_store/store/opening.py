@@ -57,12 +57,12 @@ def open_handle(
         return handle
     sqlite = SqliteDialect()
     sqlite.check_synchronous(mode, synchronous)
-    database, filename, created, read_only = sqlite.connect(
+    conn, database, filename, created, read_only = sqlite.connect(
         path, memory=memory, busy_timeout=busy_timeout
     )
     where = str(filename) if filename is not None else ":memory:"
     handle = Handle(
-        database.conn,
+        conn,
         sqlite,
         where=where,
         filename=filename,

@@ -64,7 +64,7 @@ class Column(BaseModel):
         default: Its default expression, or None.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     type: str
@@ -82,7 +82,7 @@ class Relation(BaseModel):
         columns: Its columns, in order.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     type: str

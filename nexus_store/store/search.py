@@ -145,7 +145,7 @@ class SearchHit(BaseModel):
         rank: BM25 score as FTS5 gives it: lower (more negative) is a better match.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     session_id: str
     turn_id: str
