@@ -256,6 +256,8 @@ def serve(
                 log_level="warning",
                 access_log=False,
                 lifespan="off",
+                # the plugin's client keeps its connection for 20 s: it closes first
+                timeout_keep_alive=30,
                 timeout_graceful_shutdown=5,
             )
             server = uvicorn.Server(config)

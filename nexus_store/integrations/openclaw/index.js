@@ -15,6 +15,7 @@ import path from "node:path";
 
 export const ENGINE_ID = "nexus-store";
 const VERSION = "0.1.0";
+const STORE_FILE = "openclaw-agent.sqlite";
 const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "ENOTSOCK"]);
 
 function expandHome(p) {
@@ -50,6 +51,16 @@ export class ServiceClient {
     this.tokenFile = `${this.db}.token`;
     this.logFile = `${this.db}.service.log`;
     this.starting = undefined;
+    // Where the service listens and its token, read once and read again only when a
+    // call cannot connect (a new service) or is refused (a new token): two file reads
+    // per call were a third of the client's time.
+    this.state = undefined;
+    this.token = undefined;
+    // Kept-alive connections on an agent of our own (whatever OpenClaw does to Node's
+    // global agent, e.g. a proxy, never applies to the loopback service). An idle socket
+    // does not keep the process alive and is closed after 20 s, before the service's
+    // 30 s keep-alive ends, so a call never lands on a socket the service is closing.
+    this.agent = new http.Agent({ keepAlive: true, timeout: 20000, maxSockets: 8, maxFreeSockets: 2 });
   }
 
   debug(record) {
@@ -70,7 +81,8 @@ export class ServiceClient {
   }
 
   readToken() {
-    return readFileSync(this.tokenFile, "utf8").trim();
+    this.token ??= readFileSync(this.tokenFile, "utf8").trim();
+    return this.token;
   }
 
   /** One HTTP request to the service; rejects with err.code set for connection failures. */
@@ -91,6 +103,7 @@ export class ServiceClient {
         {
           ...target,
           method: httpMethod,
+          agent: this.agent,
           path: `/v1/${method}`,
           headers: {
             Authorization: `Bearer ${token}`,
@@ -149,6 +162,7 @@ export class ServiceClient {
     const [program, ...args] = this.command;
     const out = openSync(this.logFile, "a", 0o600);
     let spawnError;
+    let exitCode;
     try {
       const child = spawn(program, [...args, "--db", this.db, "serve"], {
         detached: true,
@@ -156,6 +170,10 @@ export class ServiceClient {
       });
       child.on("error", (err) => {
         spawnError = err;
+      });
+      // 0: another service won the lock and answers soon; anything else: it failed
+      child.on("exit", (code, signal) => {
+        exitCode = code ?? signal;
       });
       child.unref();
     } finally {
@@ -168,6 +186,9 @@ export class ServiceClient {
       if (spawnError) {
         throw new NexusStoreError(`cannot run ${JSON.stringify(program)}: ${spawnError.message}; set the plugin's "command" (nexus-store openclaw install writes it)`);
       }
+      if (exitCode !== undefined && exitCode !== 0) {
+        throw new NexusStoreError(`the service exited (${exitCode}) before answering; see ${this.logFile}`);
+      }
       const state = this.readState();
       if (state && (await this.healthy(state))) return state;
     }
@@ -178,15 +199,20 @@ export class ServiceClient {
   async call(method, body) {
     const started = Date.now();
     try {
-      let state = this.readState();
-      if (!state) state = await this.start();
+      this.state ??= this.readState() ?? (await this.start());
       let result;
       try {
-        result = await this.request(state, method, body);
+        result = await this.request(this.state, method, body);
       } catch (err) {
-        if (!CONNECTION_ERRORS.has(err?.code)) throw err;
-        state = await this.start();
-        result = await this.request(state, method, body);
+        if (err?.status === 401 && this.token !== undefined) {
+          this.token = undefined; // the token file was made again: read it once more
+        } else if (CONNECTION_ERRORS.has(err?.code)) {
+          this.state = this.token = undefined; // a new service, maybe a new address
+          this.state = await this.start();
+        } else {
+          throw err;
+        }
+        result = await this.request(this.state, method, body);
       }
       this.debug({ method, ms: Date.now() - started, keys: Object.keys(body ?? {}), result: summarize(result) });
       return result;
@@ -219,6 +245,26 @@ function summarize(result) {
   return out;
 }
 
+/**
+ * OpenClaw's own transcript store of the session's agent (openclaw-agent.sqlite), which
+ * the service reads (read-only) to import a session's earlier history and the turns
+ * OpenClaw ran on its legacy engine: the agent folder OpenClaw gives the engine factory,
+ * else the store a commit's anchors name, else the default state folder.
+ */
+export function hostStore(ctx = {}, params = {}) {
+  if (typeof ctx.agentDir === "string" && ctx.agentDir) return path.join(ctx.agentDir, STORE_FILE);
+  for (const where of [params.admission, params.terminal, params.sessionTarget]) {
+    const p = where?.storePath;
+    if (typeof p === "string" && p.endsWith(`${path.sep}${STORE_FILE}`)) return p;
+  }
+  const agentDir = params.runtimeContext?.agentDir;
+  if (typeof agentDir === "string" && agentDir) return path.join(agentDir, STORE_FILE);
+  const key = (params.sessionKey ?? "").split(":");
+  const agent = key.length > 2 && key[0] === "agent" && key[1] ? key[1] : "main";
+  const state = expandHome(process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw"));
+  return path.join(state, "agents", agent, "agent", STORE_FILE);
+}
+
 function anchor(a) {
   if (!a || typeof a !== "object") return undefined;
   return { entryId: a.entryId, sessionId: a.sessionId, rawSeq: a.rawSeq, logicalTurnId: a.logicalTurnId };
@@ -235,6 +281,7 @@ export function createEngine(client, config = {}, ctx = {}) {
     sessionKey: params.sessionKey,
     workspaceDir: ctx.workspaceDir,
     cwd: params.runtimeContext?.cwd,
+    openclawStore: hostStore(ctx, params),
     options,
   });
   return {
@@ -330,7 +377,8 @@ export function createEngine(client, config = {}, ctx = {}) {
     },
 
     async dispose() {
-      // Nothing is held between calls: each request opens and closes its connection.
+      // Nothing is held between calls but one idle connection, which never keeps
+      // OpenClaw's process alive and is closed after 20 s.
     },
   };
 }
