@@ -8,6 +8,7 @@
 // own transcript and retries the turn commit from its outbox.
 
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -29,6 +30,26 @@ export function defaultDatabase() {
   return path.join(base, "nexus_store", "sessions.db");
 }
 
+const POSTGRES_URL = /^postgres(?:ql)?:\/\//i;
+
+/** A PostgreSQL URL without its password (as nexus_store.store.pg.redact writes it). */
+export function redact(url) {
+  return url.replace(/(:\/\/[^:/@]*):[^@/]*@/, "$1:***@");
+}
+
+/**
+ * Where the service's files (token, lock, state, socket, log) live: beside a database
+ * file, or for a PostgreSQL URL in $XDG_STATE_HOME/nexus_store/services/<key>/db.*, the
+ * key the first 16 hex digits of the SHA-256 of the URL without its password (as
+ * nexus_store.service.runner.state_dir computes it).
+ */
+export function serviceBase(db) {
+  if (!POSTGRES_URL.test(db)) return db;
+  const state = process.env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state");
+  const key = createHash("sha256").update(redact(db)).digest("hex").slice(0, 16);
+  return path.join(state, "nexus_store", "services", key, "db");
+}
+
 /** An error of one engine call, with the method and the database named. */
 export class NexusStoreError extends Error {
   constructor(message, { status, cause } = {}) {
@@ -41,15 +62,18 @@ export class NexusStoreError extends Error {
 /** Calls to the nexus-store service of one database, starting it when none answers. */
 export class ServiceClient {
   constructor(options = {}, logger = undefined) {
-    this.db = path.resolve(expandHome(options.db || defaultDatabase()));
+    const db = options.db || defaultDatabase();
+    this.db = POSTGRES_URL.test(db) ? db : path.resolve(expandHome(db));
+    this.label = POSTGRES_URL.test(db) ? redact(db) : this.db;
+    const base = serviceBase(this.db);
     this.command = Array.isArray(options.command) && options.command.length ? options.command : ["nexus-store"];
     this.startTimeoutMs = options.startTimeoutMs ?? 60000;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 120000;
     this.debugLog = options.debugLog || process.env.NEXUS_STORE_PLUGIN_DEBUG || "";
     this.logger = logger;
-    this.stateFile = `${this.db}.service.json`;
-    this.tokenFile = `${this.db}.token`;
-    this.logFile = `${this.db}.service.log`;
+    this.stateFile = `${base}.service.json`;
+    this.tokenFile = `${base}.token`;
+    this.logFile = `${base}.service.log`;
     this.starting = undefined;
     // Where the service listens and its token, read once and read again only when a
     // call cannot connect (a new service) or is refused (a new token): two file reads
@@ -141,6 +165,7 @@ export class ServiceClient {
   async healthy(state) {
     try {
       const health = await this.request(state, "health", undefined, "GET");
+      if (this.label !== this.db) return health.service === "nexus_store" && health.database === this.label;
       return health.service === "nexus_store" && samePath(health.database, this.db);
     } catch {
       return false;
@@ -158,7 +183,7 @@ export class ServiceClient {
   async startOnce() {
     const existing = this.readState();
     if (existing && (await this.healthy(existing))) return existing;
-    mkdirSync(path.dirname(this.db), { recursive: true, mode: 0o700 });
+    mkdirSync(path.dirname(serviceBase(this.db)), { recursive: true, mode: 0o700 });
     const [program, ...args] = this.command;
     const out = openSync(this.logFile, "a", 0o600);
     let spawnError;
@@ -221,7 +246,7 @@ export class ServiceClient {
       const kept = method === "commitTurn"
         ? "Nothing was lost: the turn stays in OpenClaw's outbox and is committed again on the next turn."
         : "Nothing was lost: OpenClaw's own transcript is unchanged.";
-      const message = `nexus_store ${method} failed: ${detail} (database ${this.db}; service log ${this.logFile}). ${kept}`;
+      const message = `nexus_store ${method} failed: ${detail} (database ${this.label}; service log ${this.logFile}). ${kept}`;
       this.debug({ method, error: message });
       this.logger?.warn?.(message);
       throw new NexusStoreError(message, { status: err?.status, cause: err });
