@@ -20,8 +20,8 @@ import click
 
 from nexus_store.cli._common import echo_json, json_option
 from nexus_store.cli.service import database_file
-from nexus_store.store.pg import redact
 from nexus_store.errors import NexusError
+from nexus_store.store.pg import redact
 
 __all__ = ["openclaw"]
 
