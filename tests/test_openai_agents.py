@@ -489,3 +489,57 @@ class TestSdkPatterns:
                 )
             )
             assert len(run(session.get_items())) == 8
+
+
+# -- cost: reads and pops follow the limit, not the history ---------------------------
+
+
+def _vm_steps(session: NexusSession, work: Any) -> int:
+    """SQLite virtual-machine steps ``work`` costs (a count, not a time: load-proof)."""
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    session.store.conn.set_progress_handler(tick, 1)
+    try:
+        run(work())
+    finally:
+        session.store.conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+class TestCostFollowsTheLimit:
+    """``get_items(limit=N)`` and ``pop_item`` cost O(N), not O(history) (issue 16).
+
+    A pop once re-read the session, whose turn count scans every turn: 20k items made
+    it 5x slower than SQLiteSession. The steps at 60 and at 2,400 items must be equal
+    within a small constant.
+    """
+
+    @pytest.mark.parametrize("advanced", [False, True])
+    def test_tail_read_and_pop_do_not_grow_with_history(
+        self, tmp_path: Path, advanced: bool
+    ) -> None:
+        from nexus_store.openai_agents import NexusAdvancedSession
+
+        costs = []
+        for size in (60, 2_400):
+            items = [
+                {"role": "user" if i % 2 == 0 else "assistant", "content": f"item {i}"}
+                for i in range(size)
+            ]
+            path = tmp_path / f"{advanced}-{size}.db"
+            session = NexusAdvancedSession("s", path) if advanced else NexusSession("s", path)
+            try:
+                run(session.add_items(items))
+                get = _vm_steps(session, lambda s=session: s.get_items(limit=10))
+                pop = _vm_steps(session, lambda s=session: s.pop_item())
+                assert run(session.get_items(limit=2)) == items[-3:-1]
+            finally:
+                session.close()
+            costs.append((get, pop))
+        (small_get, small_pop), (big_get, big_pop) = costs
+        assert big_get <= small_get + 50, costs
+        assert big_pop <= small_pop + 50, costs

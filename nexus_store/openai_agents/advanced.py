@@ -179,9 +179,29 @@ class NexusAdvancedSession(NexusSession):
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
         self._check_open()
-        return await asyncio.to_thread(self._create_branch_sync, turn_number, branch_name)
+        name, source, content = await asyncio.to_thread(
+            self._create_branch_sync, turn_number, branch_name
+        )
+        # AdvancedSQLiteSession's debug line; the turn's text only where the SDK's policy
+        # (OPENAI_AGENTS_DONT_LOG_MODEL_DATA) allows model data in logs.
+        if _dont_log_model_data():
+            self._logger.debug(
+                "Created branch '%s' from turn %s in '%s'", name, turn_number, source
+            )
+        else:
+            self._logger.debug(
+                "Created branch '%s' from turn %s ('%s') in '%s'",
+                name,
+                turn_number,
+                content,
+                source,
+            )
+        return name
 
-    def _create_branch_sync(self, turn_number: int, branch_name: str | None) -> str:
+    def _create_branch_sync(
+        self, turn_number: int, branch_name: str | None
+    ) -> tuple[str, str, Any]:
+        """Name the branch and switch to it: its name, the source branch, a log preview."""
         with self._lock, self.store.atomic():
             self._check_open()
             items = self._sql.path_items(self._leaf())
@@ -207,9 +227,16 @@ class NexusAdvancedSession(NexusSession):
                 while not self._sql.add_branch(key, name, base, base, now):
                     suffix += 1
                     name = f"{stem}_{suffix}"
-            self._branch = name
+            source, self._branch = self._branch, name
             NexusSession._set_leaf(self, base)
-            return name
+            return name, source, self._turn_preview(turn[0])
+
+    def _turn_preview(self, turn_key: int) -> Any:
+        """A user turn's content for the branch log: its first 50 characters, as the SDK."""
+        messages = self._sql.messages_of([turn_key]).get(turn_key, [])
+        items = self._expand(messages, [""] * len(messages))[0]
+        content = items[-1].get("content", "") if items else ""
+        return content[:50] + "..." if len(content) > 50 else content
 
     async def create_branch_from_content(
         self, search_term: str, branch_name: str | None = None
@@ -462,8 +489,10 @@ class NexusAdvancedSession(NexusSession):
     ) -> list[dict[str, Any]] | dict[str, Any]:
         with self._lock:
             self._check_open()
-            branch = self._branch if branch_id is None else branch_id
+            # The leaf first: reading it puts a stale instance (its branch deleted by
+            # another instance's clear_session) back on main, whose usage is then read.
             leaf = self._branch_leaf(branch_id)
+            branch = self._branch if branch_id is None else branch_id
             rows = self._sql.turn_usage(self._session_key(), branch, leaf)
             found = [
                 {
@@ -483,6 +512,15 @@ class NexusAdvancedSession(NexusSession):
                 if row["user_turn_number"] == number:
                     return {k: v for k, v in row.items() if k != "user_turn_number"}
             return {}
+
+
+def _dont_log_model_data() -> bool:
+    """The SDK's policy on model data in logs (True, the safe side, without the SDK)."""
+    try:
+        from agents import _debug
+    except ImportError:
+        return True
+    return bool(_debug.DONT_LOG_MODEL_DATA)
 
 
 def _details(value: Any) -> dict[str, Any] | None:

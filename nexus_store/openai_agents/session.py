@@ -244,7 +244,7 @@ class NexusSession:
         return None if row is None else row[1]
 
     def _set_leaf(self, leaf: int | None) -> None:
-        self.store.navigate(self.session_id, self._sql.turn_uid(leaf))
+        self._sql.set_active_leaf(self.session_id, leaf)
 
     def _appended(self, tip: int | None) -> None:
         """After an append under the leaf: the store's active leaf already moved."""
@@ -326,21 +326,22 @@ class NexusSession:
         tail = self._sql.tail(leaf, 1)
         if tail is not None:
             messages, uids, keys, _ = tail
+            is_message = True  # a tail holds message turns only
         else:
             context = self.store.context(self.session_id, self._sql.turn_uid(leaf))
             if not context.messages:
                 return None
             messages, uids = context.messages[-1:], context.turn_ids[-1:]
             keys = [self._turn_key(uids[0])]
+            is_message = self.store.get_turn(self.session_id, uids[-1]).kind == "message"
         items = message_to_items(messages[-1])
         if not items:
             return None
         item = items[-1]
         if validate is not None:
             validate(item)
-        turn = self.store.get_turn(self.session_id, uids[-1])
         new_leaf = self._sql.parent_key(keys[-1])
-        same = self._sql.messages_of([keys[-1]]).get(keys[-1], []) if turn.kind == "message" else []
+        same = self._sql.messages_of([keys[-1]]).get(keys[-1], []) if is_message else []
         if len(same) > 1:
             # A turn holding several messages cannot be cut; put the others back.
             self.store.append_messages(

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nexus_store.assemble import build_messages
+from nexus_store.store.db import utc_now
 
 if TYPE_CHECKING:
     from nexus_store.store.facade import Store
@@ -206,6 +207,17 @@ class AgentSessions:
             [session_id, uid],
         )
         return int(rows[0][0])
+
+    def set_active_leaf(self, session_id: str, leaf_key: int | None) -> None:
+        """Move a session's active leaf to a turn of it (None: before the first turn).
+
+        What `Store.navigate` writes, without reading the session back: that read counts
+        the session's turns, which made every ``pop_item`` cost O(history).
+        """
+        self.store.conn.execute(
+            "update sessions set active_leaf_id = ?, updated_utc = ? where uid = ?",
+            [leaf_key, utc_now(), session_id],
+        )
 
     def parent_key(self, turn_key: int) -> int | None:
         """The parent key of a turn (None for a root)."""
