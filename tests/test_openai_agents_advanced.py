@@ -419,3 +419,37 @@ class TestAcrossProcesses:
         for worker in workers:
             worker.join(30)
         assert sorted(popped, key=str) == [None, ITEMS[0]]
+
+
+class TestFindTurnsByContent:
+    TURNS = (
+        "What is the WEATHER in Oslo?",
+        "100% sure_thing",
+        "Été à Paris",
+        "été à Lyon",
+        "plain words",
+    )
+    TERMS = ("eath", "weather", "100%", "0%", "_thing", "1_0", "%", "Été", "été", "x", "à")
+
+    def test_matches_advanced_sqlite_session_term_for_term(self, tmp_path: Path) -> None:
+        async def go(session: Any) -> dict[str, list[int]]:
+            for text in self.TURNS:
+                await session.add_items([{"role": "user", "content": text}])
+                await session.add_items([{"role": "assistant", "content": "weather " + text}])
+            await session.add_items(
+                [{"role": "user", "content": [{"type": "input_text", "text": "parted eath"}]}]
+            )
+            found = {
+                t: [m["turn"] for m in await session.find_turns_by_content(t)] for t in self.TERMS
+            }
+            session.close()
+            return found
+
+        theirs = asyncio.run(
+            go(AdvancedSQLiteSession(session_id="s", db_path=tmp_path / "a.db", create_tables=True))
+        )
+        ours = asyncio.run(go(NexusAdvancedSession("s", tmp_path / "n.db")))
+        assert theirs["eath"] == [1, 6]  # inside a word, any case, in a content part
+        assert theirs["%"] == [2] and theirs["1_0"] == []  # LIKE's wildcards are literal
+        assert theirs["Été"] == [3]  # non-ASCII case is not folded
+        assert ours == theirs

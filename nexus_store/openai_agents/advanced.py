@@ -204,10 +204,8 @@ class NexusAdvancedSession(NexusSession):
         """Name the branch and switch to it: its name, the source branch, a log preview."""
         with self._lock, self.store.atomic():
             self._check_open()
-            items = self._sql.path_items(self._leaf())
             turn = next(
-                (i for i in items if i[3] == "user" and i[5] == turn_number),
-                None,
+                (u for u in self._sql.user_turns(self._leaf()) if u[1] == turn_number), None
             )
             if turn is None:
                 raise ValueError(
@@ -360,14 +358,14 @@ class NexusAdvancedSession(NexusSession):
         with self._lock:
             self._check_open()
             leaf = self._branch_leaf(branch_id)
-            items = [i for i in self._sql.path_items(leaf) if i[3] == "user"]
-            if term is not None:
-                candidates = {key for key, _ in self._sql.user_turns_containing(leaf, term)}
-                items = [i for i in items if i[0] in candidates]
-            messages = self._sql.messages_of([i[0] for i in items])
+            # With a term, SQL narrows the user turns to those whose text may hold it
+            # and only those are read; the exact rule (AdvancedSQLiteSession's: an
+            # ASCII-case-insensitive substring of one text part) is checked here.
+            users = self._sql.user_turns(leaf, term)
+            messages = self._sql.messages_of([u[0] for u in users])
             pattern = None if term is None else re.compile(re.escape(term), re.I | re.ASCII)
             turns = []
-            for key, _, created, _, _, number in items:
+            for key, number, created in users:
                 expanded = self._expand(messages.get(key, []), [""] * len(messages.get(key, [])))
                 content = expanded[0][-1].get("content", "") if expanded[0] else ""
                 if pattern is not None:
@@ -436,8 +434,8 @@ class NexusAdvancedSession(NexusSession):
     def _store_usage_sync(self, usage: Any) -> None:
         with self._lock, self.store.atomic():
             self._check_open()
-            users = [i for i in self._sql.path_items(self._leaf()) if i[3] == "user"]
-            if not users:
+            user = self._sql.last_user(self._leaf())
+            if user is None:
                 return
             inputs = _details(getattr(usage, "input_tokens_details", None))
             outputs = _details(getattr(usage, "output_tokens_details", None))
@@ -452,7 +450,7 @@ class NexusAdvancedSession(NexusSession):
                 None if inputs is None else json.dumps(inputs),
                 None if outputs is None else json.dumps(outputs),
             ]
-            self._sql.put_usage(self._session_key(), self._branch, users[-1][0], values)
+            self._sql.put_usage(self._session_key(), self._branch, user, values)
 
     async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
         """Summed usage of one branch, or of all branches; None when nothing was recorded.
