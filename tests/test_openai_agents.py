@@ -543,3 +543,50 @@ class TestCostFollowsTheLimit:
         (small_get, small_pop), (big_get, big_pop) = costs
         assert big_get <= small_get + 50, costs
         assert big_pop <= small_pop + 50, costs
+
+
+# -- EncryptedSession over a NexusSession --------------------------------------------
+
+
+@requires_sdk
+class TestEncryptedSession:
+    """A wrong key must not pop items out of the visible conversation (issue 16)."""
+
+    def test_wrong_key_pop_changes_nothing_and_the_right_key_pops(self, tmp_path: Path) -> None:
+        pytest.importorskip("cryptography")
+        from agents.extensions.memory import EncryptedSession
+        from cryptography.fernet import InvalidToken
+
+        path = tmp_path / "e.db"
+
+        async def go() -> tuple[Any, ...]:
+            base = NexusSession("s", path)
+            right = EncryptedSession("s", base, encryption_key="right key")
+            wrong = EncryptedSession("s", base, encryption_key="wrong key")
+            await right.add_items([USER, ASSISTANT_EASY])
+            with pytest.raises(InvalidToken):
+                await wrong.pop_item()
+            after_wrong = await right.get_items()
+            popped = await right.pop_item()
+            left = await right.get_items()
+            base.close()
+            return after_wrong, popped, left
+
+        after_wrong, popped, left = run(go())
+        assert after_wrong == [USER, ASSISTANT_EASY]
+        assert popped == ASSISTANT_EASY
+        assert left == [USER]
+
+    def test_is_a_sqlite_session_only_while_the_sdk_pop_delegates(self) -> None:
+        from nexus_store.openai_agents.session import delegates_to_validation
+
+        NexusSession("x").close()  # registers
+        assert isinstance(NexusSession("y"), SQLiteSession)
+        assert delegates_to_validation(SQLiteSession.__dict__["pop_item"])
+        assert NexusSession.pop_item is SQLiteSession.pop_item
+
+        async def reaches_inside(self: Any) -> Any:
+            return self._get_connection().execute("delete from agent_messages")
+
+        assert not delegates_to_validation(reaches_inside)
+        assert not delegates_to_validation(None)

@@ -459,11 +459,19 @@ _registered: list[bool] = []
 def _register_with_sdk() -> None:
     """Let the SDK's wrappers treat a NexusSession as they treat a ``SQLiteSession``.
 
-    ``EncryptedSession.pop_item`` authenticates an item before it is removed only for a
-    ``SQLiteSession`` whose ``pop_item`` is the SDK's own (which calls
-    ``_pop_item_with_validation``); any other session loses unreadable items to a wrong
-    key. Registering as a virtual subclass and sharing that ``pop_item`` (it calls our
-    ``_pop_item_with_validation``) gives a NexusSession the same guarantee.
+    ``EncryptedSession.pop_item`` authenticates an item inside the pop's transaction
+    only for a ``SQLiteSession`` whose ``pop_item`` is the SDK's own (which calls
+    ``_pop_item_with_validation``); for any other session it pops first and decrypts
+    after, so a wrong key pops every item out of the visible conversation. Registering
+    as a virtual subclass and sharing that ``pop_item`` gives a NexusSession the same
+    guarantee: a failed authentication rolls the pop back.
+
+    Both are done only while the SDK's ``pop_item`` is that one-line delegation
+    (checked on its code): a later SDK whose ``pop_item`` reached into SQLiteSession's
+    internals would not be shared, and NexusSession would then be a foreign backend to
+    the wrappers again (as documented in docs/openai-agents.md), never a broken one.
+    The registration is what makes ``isinstance(NexusSession(...), SQLiteSession)``
+    true; the SDK checks it only in ``EncryptedSession.pop_item``.
     """
     if _registered:
         return
@@ -472,7 +480,14 @@ def _register_with_sdk() -> None:
         from agents.memory.sqlite_session import SQLiteSession
     except ImportError:
         return
-    SQLiteSession.register(NexusSession)
     pop = SQLiteSession.__dict__.get("pop_item")
-    if pop is not None:
-        NexusSession.pop_item = pop  # type: ignore[method-assign]
+    if not delegates_to_validation(pop):
+        return
+    SQLiteSession.register(NexusSession)
+    NexusSession.pop_item = pop  # type: ignore[method-assign]
+
+
+def delegates_to_validation(pop: Any) -> bool:
+    """Whether an SDK ``pop_item`` only calls ``self._pop_item_with_validation()``."""
+    code = getattr(pop, "__code__", None)
+    return code is not None and tuple(code.co_names) == ("_pop_item_with_validation",)
