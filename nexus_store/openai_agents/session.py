@@ -484,7 +484,7 @@ def _register_with_sdk() -> None:
     if not delegates_to_validation(pop):
         return
     SQLiteSession.register(NexusSession)
-    NexusSession.pop_item = pop  # type: ignore[method-assign]
+    NexusSession.pop_item = pop  # type: ignore[method-assign,assignment]
 
 
 def delegates_to_validation(pop: Any) -> bool:
