@@ -192,10 +192,12 @@ on conflict (session_id, branch, turn_id) do update set
     output_tokens_details_json = excluded.output_tokens_details_json
 """
 
+# Usage sums of a session's live branches, or of one (the second parameter; None: all).
+# The cast tells PostgreSQL the type of a parameter it only sees compared with null.
 SESSION_USAGE_SQL = """
 select sum(u.requests), sum(u.input_tokens), sum(u.output_tokens), sum(u.total_tokens), count(*)
 from agent_usage u join agent_branches b on b.session_id = u.session_id and b.name = u.branch
-where u.session_id = ? and b.deleted_utc is null and (? is null or u.branch = ?)
+where u.session_id = ? and b.deleted_utc is null and (cast(? as text) is null or u.branch = ?)
 """
 
 BRANCHES_SQL = """
