@@ -317,14 +317,14 @@ class NexusAdvancedSession(NexusSession):
             current = self._leaf() and self._branch
             branches = []
             for name, tip, created in self._sql.live_branches(self._session_key()):
-                items = self._sql.path_items(tip)
-                if not items:
+                count, users = self._sql.path_counts(tip)
+                if not count:
                     continue
                 branches.append(
                     {
                         "branch_id": name,
-                        "message_count": len(items),
-                        "user_turns": sum(1 for i in items if i[3] == "user"),
+                        "message_count": count,
+                        "user_turns": users,
                         "is_current": name == (current or self._branch),
                         "created_at": created,
                     }

@@ -164,6 +164,17 @@ order by u.user_turn"""
 )
 USER_TURNS_SQL += "order by u.user_turn"
 
+# How many SDK items and user items the path ending at :leaf holds (index ranges only).
+PATH_COUNTS_SQL = (
+    PATH_RUNS_CTE
+    + """
+select count(*), coalesce(sum(case when a.item_type = 'user' then 1 else 0 end), 0)
+from seg join turns t on t.session_id = seg.session
+    and t.seq between seg.start_seq and seg.end_seq
+join agent_items a on a.turn_id = t.id
+"""
+)
+
 # The latest user item on the path ending at :leaf: a walk up that stops at it, so
 # its cost is the distance from the leaf, not the length of the path.
 LAST_USER_SQL = """
@@ -343,6 +354,13 @@ class AgentSessions:
             escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             rows = self._rows(USER_TURNS_LIKE_SQL, {"leaf": leaf_key, "pattern": f"%{escaped}%"})
         return [(r[0], r[1], r[2]) for r in rows]
+
+    def path_counts(self, leaf_key: int | None) -> tuple[int, int]:
+        """``(SDK items, user items)`` on a path."""
+        if leaf_key is None:
+            return 0, 0
+        row = self._rows(PATH_COUNTS_SQL, {"leaf": leaf_key})[0]
+        return int(row[0]), int(row[1])
 
     def last_user(self, leaf_key: int | None) -> int | None:
         """The key of the latest user item on a path (None if it has none)."""
