@@ -124,7 +124,7 @@ def test_sdk_session_suite_passes_on_nexus_sessions() -> None:
         "faulthandler_timeout=300",
         "--rootdir",
         str(root),
-        "-rf",
+        "-rfs",
     ]
     for node in skipped:
         args += ["--deselect", node]
@@ -141,7 +141,21 @@ def test_sdk_session_suite_passes_on_nexus_sessions() -> None:
     summary = [line for line in done.stdout.splitlines() if " passed" in line]
     assert summary, f"no test of the SDK's suite ran:\n{tail}"
     assert " failed" not in summary[-1]
+    # A test file that cannot import a dependency skips whole, silently: the test extra
+    # must carry what the SDK's tests import.
+    # (fakeredis: one EncryptedSession test runs over RedisSession, not a SQLite session.)
+    missing = [
+        line
+        for line in done.stdout.splitlines()
+        if "could not import" in line and "fakeredis" not in line
+    ]
+    assert not missing, "the SDK's tests lack a dependency (add it to the test extra):\n" + (
+        "\n".join(missing)
+    )
     print(f"SDK suite on nexus sessions: {summary[-1].strip('= ')}")
+    for line in done.stdout.splitlines():
+        if line.startswith("SKIPPED"):
+            print(line)
 
     # The tests listed as failing on the SDK's own class must still fail there (run
     # without the swap); one that passes is a gap of ours and leaves the list.
