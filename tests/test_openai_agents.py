@@ -280,6 +280,18 @@ class TestPopAndClear:
         assert run(session.pop_item()) == ASSISTANT
         assert run(session.get_items()) == [USER]
 
+    def test_advanced_pop_from_a_turn_with_several_messages(self) -> None:
+        from nexus_store.openai_agents import NexusAdvancedSession
+
+        with Store(memory=True) as store:
+            store.create_session(id="s")
+            store.append_messages("s", [item_to_message(USER), item_to_message(ASSISTANT)])
+            session = NexusAdvancedSession("s", store=store)  # main starts at that turn
+            assert run(session.pop_item()) == ASSISTANT
+            assert run(session.get_items()) == [USER]
+            run(session.add_items([ASSISTANT_EASY]))
+            assert run(session.get_items()) == [USER, ASSISTANT_EASY]
+
     def test_clear_starts_a_new_branch(self, session: NexusSession) -> None:
         run(session.add_items([USER, ASSISTANT]))
         run(session.clear_session())

@@ -344,10 +344,12 @@ class NexusSession:
         same = self._sql.messages_of([keys[-1]]).get(keys[-1], []) if is_message else []
         if len(same) > 1:
             # A turn holding several messages cannot be cut; put the others back.
-            self.store.append_messages(
+            # (The new turn's key, not _leaf(): an advanced session's leaf is its
+            # branch tip, which this append does not move.)
+            rest = self.store.append_messages(
                 self.session_id, same[:-1], parent_id=self._sql.turn_uid(new_leaf)
             )
-            new_leaf = self._leaf()
+            new_leaf = self._turn_key(rest.id)
         return item, new_leaf, keys[-1]
 
     def _turn_key(self, uid: str) -> int:
