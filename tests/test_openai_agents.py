@@ -549,12 +549,13 @@ class TestCostFollowsTheLimit:
                 get = _vm_steps(session, lambda s=session: s.get_items(limit=10))
                 pop = _vm_steps(session, lambda s=session: s.pop_item())
                 assert run(session.get_items(limit=2)) == items[-3:-1]
+                clear = _vm_steps(session, lambda s=session: s.clear_session())
+                assert run(session.get_items()) == []
             finally:
                 session.close()
-            costs.append((get, pop))
-        (small_get, small_pop), (big_get, big_pop) = costs
-        assert big_get <= small_get + 50, costs
-        assert big_pop <= small_pop + 50, costs
+            costs.append((get, pop, clear))
+        for small, big in zip(costs[0], costs[1], strict=True):
+            assert big <= small + 50, costs
 
 
 # -- EncryptedSession over a NexusSession --------------------------------------------

@@ -154,7 +154,7 @@ class NexusAdvancedSession(NexusSession):
             self._check_open()
             self._sql.reset(self._session_key(), MAIN, utc_now())
             self._branch = MAIN
-            self.store.navigate(self.session_id, None)
+            NexusSession._set_leaf(self, None)
 
     # -- branches ------------------------------------------------------------------------
 

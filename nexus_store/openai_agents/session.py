@@ -356,9 +356,9 @@ class NexusSession:
         return self._sql.turn_key(self.session_id, uid)
 
     def _clear_sync(self) -> None:
-        with self._lock:
+        with self._lock, self.store.atomic():
             self._check_open()
-            self.store.navigate(self.session_id, None)
+            self._set_leaf(None)
 
     def _snapshot_sync(self, limit: int) -> tuple[list[Any], list[str], bool]:
         with self._lock:
