@@ -28,7 +28,7 @@ from nexus_store.formats import (
 )
 from nexus_store.formats.sniff import OPENCLAW_STORE
 from nexus_store.store.checkpoints import Checkpoints
-from nexus_store.store.ingest import Ingest
+from nexus_store.store.ingest import Ingest, IngestCounts
 from nexus_store.store.openclaw_source import OpenClawStore
 
 __all__ = ["ImportReport", "Importer", "ProgressCallback", "find_transcripts"]
@@ -72,6 +72,40 @@ class ImportReport(BaseModel):
     problems: list[dict[str, Any]] = []
     bytes: int = 0
     seconds: float = 0.0
+
+    def add_session(
+        self,
+        session_id: str,
+        counts: IngestCounts,
+        read: list[Problem],
+        stored: list[Problem],
+    ) -> None:
+        """Add what storing one parsed session did (counts and problems) to the report.
+
+        Args:
+            session_id: The session written or touched.
+            counts: What `Ingest.ingest` did.
+            read: Problems the reader met (repaired lines count as repaired, the
+                others as skipped).
+            stored: Problems met while storing (already counted in ``counts``).
+        """
+        self.sessions.append(session_id)
+        self.entries += counts.entries
+        self.turns += counts.turns
+        self.messages += counts.messages
+        self.conflicts += counts.conflicts
+        self.repaired += counts.repaired + sum(p.repaired for p in read)
+        self.skipped += counts.skipped + sum(not p.repaired for p in read)
+        self.problems.extend(
+            {
+                "path": p.path,
+                "line": p.line,
+                "kind": p.kind,
+                "message": p.message,
+                "repaired": p.repaired,
+            }
+            for p in [*read, *stored]
+        )
 
 
 def find_transcripts(path: Path) -> list[Path]:
@@ -288,21 +322,4 @@ class Importer:
                 on_problem=on_problem,
                 strict=strict,
             )
-            problems = [*parsed.problems, *seen]
-            report.sessions.append(session_id)
-            report.entries += counts.entries
-            report.turns += counts.turns
-            report.messages += counts.messages
-            report.conflicts += counts.conflicts
-            report.repaired += counts.repaired + sum(p.repaired for p in parsed.problems)
-            report.skipped += counts.skipped + sum(not p.repaired for p in parsed.problems)
-            report.problems.extend(
-                {
-                    "path": p.path,
-                    "line": p.line,
-                    "kind": p.kind,
-                    "message": p.message,
-                    "repaired": p.repaired,
-                }
-                for p in problems
-            )
+            report.add_session(session_id, counts, parsed.problems, seen)

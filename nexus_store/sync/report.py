@@ -79,21 +79,5 @@ def store_parsed(
         on_problem=on_problem,
         strict=strict,
     )
-    report.sessions.append(session_id)
-    report.entries += counts.entries
-    report.turns += counts.turns
-    report.messages += counts.messages
-    report.conflicts += counts.conflicts
-    report.repaired += counts.repaired + sum(p.repaired for p in parsed.problems)
-    report.skipped += counts.skipped + sum(not p.repaired for p in parsed.problems)
-    report.problems.extend(
-        {
-            "path": p.path,
-            "line": p.line,
-            "kind": p.kind,
-            "message": p.message,
-            "repaired": p.repaired,
-        }
-        for p in [*parsed.problems, *seen]
-    )
+    report.add_session(session_id, counts, parsed.problems, seen)
     return session_id
