@@ -26,8 +26,14 @@ from typing import Any, BinaryIO
 from nexus_store.errors import TranscriptError
 from nexus_store.formats.base import LineReader, ParsedEntry, ParsedSession, Problem
 from nexus_store.formats.claude_code import parse_claude_code, resume_claude_code
-from nexus_store.formats.codex import parse_codex
-from nexus_store.formats.ndjson import collect_boundaries, parse_ndjson, write_ndjson
+from nexus_store.formats.codex import parse_codex, resume_codex
+from nexus_store.formats.ndjson import (
+    BoundaryLookup,
+    collect_boundaries,
+    parse_ndjson,
+    resume_ndjson,
+    write_ndjson,
+)
 from nexus_store.formats.pi import apply_patch, parse_pi, parse_pi_tail, write_pi
 from nexus_store.formats.sniff import NotATranscript, check_transcript
 
@@ -217,8 +223,6 @@ def _parse(
     reader = LineReader(lines, name, problems, strict=strict)
     if fmt == "pi":
         session = parse_pi(reader)
-        if session.source_version is not None and session.source_version >= 2:
-            session.resume = {"header": session.header}
     elif fmt == "ndjson":
         session = parse_ndjson(reader, boundaries)
     elif fmt == "claude_code":
@@ -236,10 +240,10 @@ def _counting(
     entries: Iterator[ParsedEntry], session: ParsedSession, reader: LineReader
 ) -> Iterator[ParsedEntry]:
     yield from entries
-    assert session.resume is not None
-    # Where a read of the following lines starts: the next object ordinal and line.
-    session.resume["objects"] = reader.count
-    session.resume["lines"] = reader.last_line
+    if session.resume is not None:  # None: the reader found it cannot be continued
+        # Where a read of the following lines starts: the next object ordinal and line.
+        session.resume["objects"] = reader.count
+        session.resume["lines"] = reader.last_line
 
 
 def parse_tail(
@@ -250,19 +254,27 @@ def parse_tail(
     *,
     first_line: int,
     strict: bool = False,
+    boundary_after: BoundaryLookup | None = None,
 ) -> ParsedSession:
     """Read the lines after a checkpoint of a transcript read before (sync).
 
-    Only formats whose `ParsedSession.resume` was set can be continued this way (pi
-    v2/v3 and Claude Code); the others are re-read whole.
+    Every format can be continued from the ``resume`` of a read that ended after a
+    complete line (a Codex rollout whose header is not known yet cannot: its
+    ``resume`` is None and it is read whole). Reading a file whole, or its start and
+    then the rest this way, gives the same entries.
 
     Args:
-        lines: The raw lines after the checkpoint (complete lines only).
+        lines: The raw lines after the checkpoint (complete lines only); a seekable
+            binary stream for NDJSON (its compaction boundaries are pre-scanned).
         name: The file name, for problems.
         format: The format of the earlier read.
         resume: The earlier read's ``resume`` (header, parser state, objects read).
         first_line: The line number of the first of ``lines`` in the file.
         strict: Raise at the first problem instead of repairing or skipping.
+        boundary_after: NDJSON: finds, among the entries stored before the
+            checkpoint, the message that follows a boundary message (see
+            `nexus_store.formats.ndjson.BoundaryLookup`); without it such a
+            boundary is reported as not found.
 
     Returns:
         The session, with the same source id as the earlier read; ``resume`` is
@@ -273,16 +285,27 @@ def parse_tail(
     """
     problems: list[Problem] = []
     objects = int(resume.get("objects", 0))
+    boundaries = _tail_boundaries(lines) if format == "ndjson" else set()
     reader = LineReader(lines, name, problems, strict=strict, first_line=first_line, count=objects)
     if format == "pi":
-        session = parse_pi_tail(reader, resume["header"])
-        session.resume = {"header": resume["header"]}
+        session = parse_pi_tail(reader, resume)
     elif format == "claude_code":
         session = resume_claude_code(reader, resume)
+    elif format == "codex":
+        session = resume_codex(reader, resume)
+    elif format == "ndjson":
+        session = resume_ndjson(reader, resume, boundaries, boundary_after)
     else:
         raise TranscriptError(f"a {format} transcript cannot be read from a checkpoint")
     session.entries = _counting(session.entries, session, reader)
     return session
+
+
+def _tail_boundaries(lines: Iterable[bytes]) -> set[str]:
+    stream: Any = lines
+    if not _seekable(stream):
+        raise TranscriptError("an NDJSON transcript is continued from a seekable stream only")
+    return collect_boundaries(stream)
 
 
 def _closing(entries: Iterator[ParsedEntry], handle: BinaryIO) -> Iterator[ParsedEntry]:

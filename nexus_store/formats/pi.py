@@ -6,8 +6,10 @@ A pi file is a header line (``{"type": "session", "version", "id", "timestamp",
 
 * v1 (no ``version``): no ids; file order is the chain; compaction entries keep
   from ``firstKeptEntryIndex``, an index into the file's objects that counts the
-  header. We generate deterministic 8-hex ids (`id_generator`), chain each entry to
-  the previous one and turn the index into ``firstKeptEntryId``.
+  header. We generate deterministic 8-hex ids (`id_generator`, from the object's
+  ordinal), chain each entry to the previous one and turn the index into
+  ``firstKeptEntryId``. A sync continues a grown v1 file from its checkpoint with
+  the previous entry's id (`parse_pi_tail`): the same ids as a whole-file read.
 * v2: ``id``/``parentId`` tree; messages may still use role ``hookMessage``.
 * v3: role ``hookMessage`` renamed ``custom``.
 
@@ -114,40 +116,51 @@ def parse_pi(reader: LineReader) -> ParsedSession:
         entries=iter(()),
         problems=reader.problems,
     )
+    session.resume = {"header": header}
     if version == 1:
-        session.entries = _entries_v1(reader, source_id)
+        session.entries = _entries_v1(reader, session, None)
     else:
         session.entries = _entries_tree(reader, source_id, version)
     return session
 
 
-def parse_pi_tail(reader: LineReader, header: dict[str, Any]) -> ParsedSession:
-    """Read the lines after a checkpoint of a pi v2/v3 file whose header was read before.
+def parse_pi_tail(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
+    """Read the lines after a checkpoint of a pi file whose start was read before (sync).
 
     Entries of v2/v3 carry their own ids and parent ids, so the lines after a
-    checkpoint read alone give the same entries as a whole-file read (the reader
-    starts at the checkpoint's line and object count, so generated ids match too).
+    checkpoint read alone give the same entries as a whole-file read. v1 entries
+    get ids from their object ordinal and the previous entry as parent: the reader
+    starts at the checkpoint's line and object count, and ``resume`` holds the
+    previous entry's id, so they match a whole-file read too.
 
     Args:
         reader: A `LineReader` over the new lines.
-        header: The header from the earlier read (``source_id`` is its ``id``).
+        resume: The earlier read's ``resume``: the header (``source_id`` is its
+            ``id``) and, for v1, ``previous``.
 
     Returns:
         The session; its ``entries`` stream lazily.
     """
+    header = resume["header"]
     version = _version_of(header, True)
     raw_id = header.get("id")
     source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
-    return ParsedSession(
+    session = ParsedSession(
         path=reader.path,
         source_format="pi",
         source_version=version,
         source_id=source_id,
         header=header,
         parent_source_id=None,
-        entries=_entries_tree(reader, source_id, version),
+        entries=iter(()),
         problems=reader.problems,
+        resume={"header": header},
     )
+    if version == 1:
+        session.entries = _entries_v1(reader, session, resume.get("previous"))
+    else:
+        session.entries = _entries_tree(reader, source_id, version)
+    return session
 
 
 def _rename_hook_message(entry: dict[str, Any]) -> None:
@@ -171,9 +184,10 @@ def _ensure_type(reader: LineReader, line: int, entry: dict[str, Any]) -> bool:
     return True
 
 
-def _entries_v1(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
-    make_id = id_generator(source_id)
-    previous: str | None = None
+def _entries_v1(
+    reader: LineReader, session: ParsedSession, previous: str | None
+) -> Iterator[ParsedEntry]:
+    make_id = id_generator(session.source_id)
     for line, obj in reader:
         ordinal = reader.count - 1  # index of this object in the file, header = 0
         entry = dict(obj)
@@ -185,6 +199,8 @@ def _entries_v1(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
         _rename_hook_message(entry)
         previous = entry["id"]
         yield ParsedEntry(line, entry)
+    if session.resume is not None:
+        session.resume["previous"] = previous  # the parent of the next line's entry
 
 
 def _resolve_index(
