@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 from nexus_store.errors import TranscriptError
 from nexus_store.formats.base import LineReader, ParsedEntry, ParsedSession, Problem
-from nexus_store.formats.claude_code import parse_claude_code, resume_claude_code
+from nexus_store.formats.claude_code import UsageCheck, parse_claude_code, resume_claude_code
 from nexus_store.formats.codex import parse_codex, resume_codex
 from nexus_store.formats.ndjson import (
     BoundaryLookup,
@@ -43,6 +43,7 @@ __all__ = [
     "ParsedEntry",
     "ParsedSession",
     "Problem",
+    "UsageCheck",
     "apply_patch",
     "check_transcript",
     "detect_format",
@@ -154,7 +155,12 @@ def _check_format(format: str | None) -> str | None:
 
 
 def parse_stream(
-    stream: BinaryIO, name: str, *, format: str | None = None, strict: bool = False
+    stream: BinaryIO,
+    name: str,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    usage_check: UsageCheck | None = None,
 ) -> Iterator[ParsedSession]:
     """Read a transcript from a binary stream (a file, or stdin).
 
@@ -167,6 +173,8 @@ def parse_stream(
             the content has none.
         format: Force a format (one of `FORMATS`); detected from content if None.
         strict: Raise at the first problem instead of repairing or skipping.
+        usage_check: Claude Code: which API responses another session of the store
+            already carries the usage of (see `UsageCheck`).
 
     Yields:
         One `ParsedSession` per file; its ``entries`` are lazy and fill
@@ -194,11 +202,12 @@ def parse_stream(
         spool.writelines(head)
         shutil.copyfileobj(stream, spool)
         spool.seek(0)
-        yield from _parse(spool, name, fmt, strict, spool)
+        yield from _parse(spool, name, fmt, strict, spool, usage_check=usage_check)
         return
     else:
         lines = itertools.chain(head, stream)
-    yield from _parse(lines, name, fmt, strict, None, stream if seekable else None)
+    seekable_stream = stream if seekable else None
+    yield from _parse(lines, name, fmt, strict, None, seekable_stream, usage_check)
 
 
 def _seekable(stream: BinaryIO) -> bool:
@@ -215,6 +224,7 @@ def _parse(
     strict: bool,
     owned: BinaryIO | None,
     seekable: BinaryIO | None = None,
+    usage_check: UsageCheck | None = None,
 ) -> Iterator[ParsedSession]:
     problems: list[Problem] = []
     if fmt == "ndjson":
@@ -226,7 +236,7 @@ def _parse(
     elif fmt == "ndjson":
         session = parse_ndjson(reader, boundaries)
     elif fmt == "claude_code":
-        session = parse_claude_code(reader)
+        session = parse_claude_code(reader, usage_check)
     else:
         session = parse_codex(reader)
     if session.resume is not None:
@@ -255,6 +265,7 @@ def parse_tail(
     first_line: int,
     strict: bool = False,
     boundary_after: BoundaryLookup | None = None,
+    usage_check: UsageCheck | None = None,
 ) -> ParsedSession:
     """Read the lines after a checkpoint of a transcript read before (sync).
 
@@ -275,6 +286,7 @@ def parse_tail(
             checkpoint, the message that follows a boundary message (see
             `nexus_store.formats.ndjson.BoundaryLookup`); without it such a
             boundary is reported as not found.
+        usage_check: Claude Code: as for `parse_stream`.
 
     Returns:
         The session, with the same source id as the earlier read; ``resume`` is
@@ -290,7 +302,7 @@ def parse_tail(
     if format == "pi":
         session = parse_pi_tail(reader, resume)
     elif format == "claude_code":
-        session = resume_claude_code(reader, resume)
+        session = resume_claude_code(reader, resume, usage_check)
     elif format == "codex":
         session = resume_codex(reader, resume)
     elif format == "ndjson":
@@ -321,6 +333,7 @@ def parse_file(
     format: str | None = None,
     strict: bool = False,
     on_open: Callable[[BinaryIO], None] | None = None,
+    usage_check: UsageCheck | None = None,
 ) -> Iterator[ParsedSession]:
     """Read a transcript file.
 
@@ -334,6 +347,7 @@ def parse_file(
             or skipping.
         on_open: Called with the open file, whose position then tells how far
             reading has come (the import's progress inside one file).
+        usage_check: Claude Code: as for `parse_stream`.
 
     Yields:
         One `ParsedSession` (entries lazy; problems filled while they are read).
@@ -347,7 +361,10 @@ def parse_file(
     if on_open is not None:
         on_open(handle)
     try:
-        for session in parse_stream(handle, str(path), format=chosen, strict=strict):
+        sessions = parse_stream(
+            handle, str(path), format=chosen, strict=strict, usage_check=usage_check
+        )
+        for session in sessions:
             session.entries = _closing(session.entries, handle)
             yield session
     except Exception:

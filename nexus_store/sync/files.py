@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from nexus_store.formats import NotATranscript, parse_stream, parse_tail
 from nexus_store.store.checkpoints import Checkpoint, Checkpoints
+from nexus_store.store.responses import ResponseUsage
 from nexus_store.sync.report import SyncReport, store_parsed
 
 if TYPE_CHECKING:
@@ -167,6 +168,11 @@ def sync_file(
                 raise NotATranscript(path, "no complete line yet")
             _record(checkpoints, cp, path, st, fd, plan, end, None, None)
             return
+        usage = ResponseUsage(store.handle)
+
+        def usage_check(source_id: str, key: str) -> bool:
+            return usage.counted_elsewhere("claude_code", source_id, key)
+
         window = _Window(fd, plan.start, end)
         stream: BinaryIO = io.BufferedReader(window, buffer_size=1 << 20)
         if plan.start > 0 and cp is not None and cp.format is not None and cp.state is not None:
@@ -178,9 +184,10 @@ def sync_file(
                 first_line=int(cp.state.get("lines", cp.lines)) + 1,
                 strict=strict,
                 boundary_after=_boundary_lookup(checkpoints, cp.session_id),
+                usage_check=usage_check,
             )
         else:
-            parsed = next(parse_stream(stream, str(path), strict=strict))
+            parsed = next(parse_stream(stream, str(path), strict=strict, usage_check=usage_check))
         with store.atomic():
             session_id = store_parsed(store, parsed, report, strict=strict)
             _record(checkpoints, cp, path, st, fd, plan, end, parsed, session_id)
