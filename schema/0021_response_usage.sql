@@ -9,3 +9,7 @@ create table response_usage (
     turn_id integer not null references turns(id) on delete cascade  -- the turn counting it
 );
 create index response_usage_turn on response_usage (turn_id);
+
+-- OpenClaw reset entries start a new context window (nexus_store/store/resets.py): a
+-- context assembly looks for them only in sessions that have one, found here at once.
+create index turns_resets on turns (session_id) where kind = 'reset';

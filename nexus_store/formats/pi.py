@@ -16,7 +16,11 @@ A pi file is a header line (``{"type": "session", "version", "id", "timestamp",
 v1 and v2 are read as v3 (no patch: they export as v3). v3 is read as written; where
 an entry had to be normalized (an absent ``parentId`` key, an id that is not a
 string, a missing type) the `ParsedEntry` carries a patch so that export gives the
-source line back exactly. A file with no header (an OpenClaw ``.reset.<ts>``
+source line back exactly. OpenClaw's ``leaf`` entries (navigation controls: "the
+active leaf is now ``targetId``") are stored under their target, as OpenClaw's own
+tree places them (their written ``parentId`` is kept in the patch): entries appended
+under a control continue from the target, and a session whose last entry is a
+control has the target's context. A file with no header (an OpenClaw ``.reset.<ts>``
 leftover) gets a synthesized header and keeps its parent links as written.
 """
 
@@ -260,12 +264,41 @@ def _entries_tree(reader: LineReader, source_id: str, version: int) -> Iterator[
             else:
                 # An absent parentId key makes a root, as pi's `parentId ? ... : undefined`.
                 entry["parentId"] = None
+        elif entry["type"] == "leaf" and _leaf_target(entry) is not _NO_TARGET:
+            # OpenClaw's leaf control selects targetId as the active leaf: in its tree
+            # the control hangs under the target, so what is appended under the
+            # control continues from the target (transcript-tree.ts).
+            target = _leaf_target(entry)
+            if target != parent:
+                _note(obj, "parentId", unset, changed)
+                entry["parentId"] = target
         if version < CURRENT_VERSION:
             _rename_hook_message(entry)
             yield ParsedEntry(line, entry)
         else:
             patch = {"unset": unset, "set": changed} if unset or changed else None
             yield ParsedEntry(line, entry, patch)
+
+
+_NO_TARGET = object()
+
+
+def _leaf_target(entry: dict[str, Any]) -> Any:
+    """A leaf control's target as OpenClaw parses it.
+
+    An id, None for "before the first entry", or `_NO_TARGET` for a control OpenClaw
+    ignores (no id, or a target or append parent that is not an id).
+    """
+    target = entry.get("targetId", _NO_TARGET)
+    if target is None:
+        return None
+    if not isinstance(target, str) or not target.strip() or not isinstance(entry.get("id"), str):
+        return _NO_TARGET
+    append = entry.get("appendParentId", target)
+    mode = entry.get("appendMode")
+    if not (append is None or isinstance(append, str)) or mode not in (None, "side"):
+        return _NO_TARGET
+    return target
 
 
 def read_tree_entries(reader: LineReader, source_id: str, version: int) -> Iterator[ParsedEntry]:
