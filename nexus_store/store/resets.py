@@ -58,13 +58,17 @@ class ResetWindow:
             The same four lists, filtered.
         """
         pending: set[str] = set()
-        out: tuple[list[Any], list[str], list[str], list[int]] = ([], [], [], [])
-        for message, uid, kind, count in zip(messages, turn_ids, kinds, tokens, strict=True):
-            if uid in self.retained and not self._kept(message, kind, pending):
-                continue
-            for column, value in zip(out, (message, uid, kind, count), strict=True):
-                column.append(value)
-        return out
+        kept = [
+            n
+            for n, (message, uid, kind) in enumerate(zip(messages, turn_ids, kinds, strict=True))
+            if uid not in self.retained or self._kept(message, kind, pending)
+        ]
+        return (
+            [messages[n] for n in kept],
+            [turn_ids[n] for n in kept],
+            [kinds[n] for n in kept],
+            [tokens[n] for n in kept],
+        )
 
     @staticmethod
     def _kept(message: Any, kind: str, pending: set[str]) -> bool:
