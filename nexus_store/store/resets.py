@@ -20,10 +20,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus_store.store.db import Handle
+from nexus_store.store.sql import PATH_SQL, PG_PATH_SQL
 
 __all__ = ["ResetWindow", "latest_reset"]
 
 _HAS_RESET_SQL = "select 1 from turns where session_id = ? and kind = 'reset' limit 1"
+# Per dialect (keyed by its path statement, sql.PATH_SQL / PG_PATH_SQL): the deepest reset
+# on the path from :leaf down to :stop_depth, and the turns of that path.
+_RESET_ON_PATH_SQL = {
+    path: "select t.id, t.depth, t.first_kept_uid from turns t where t.kind = 'reset' "
+    f"and t.id in ({path}) order by t.depth desc limit 1"
+    for path in (PATH_SQL, PG_PATH_SQL)
+}
+_PATH_UIDS_SQL = {
+    path: f"select t.id, t.uid from turns t where t.id in ({path}) and t.id <> :leaf"
+    for path in (PATH_SQL, PG_PATH_SQL)
+}
 
 
 @dataclass
@@ -120,9 +132,7 @@ def latest_reset(
     path = db.dialect.statements.path
     floor = 0 if compaction_depth is None else compaction_depth + 1
     row = db.execute(
-        f"select t.id, t.depth, t.first_kept_uid from turns t where t.kind = 'reset' "
-        f"and t.id in ({path}) order by t.depth desc limit 1",
-        {"leaf": leaf_key, "stop_depth": floor, "session": session_key},
+        _RESET_ON_PATH_SQL[path], {"leaf": leaf_key, "stop_depth": floor, "session": session_key}
     ).fetchone()
     if row is None:
         return None
@@ -136,7 +146,7 @@ def latest_reset(
     if kept is None or int(kept[1]) >= reset_depth:
         return ResetWindow(reset_depth)
     window = db.execute(
-        f"select t.id, t.uid from turns t where t.id in ({path}) and t.id <> :leaf",
+        _PATH_UIDS_SQL[path],
         {"leaf": reset_key, "stop_depth": int(kept[1]), "session": session_key},
     ).fetchall()
     if int(kept[0]) not in {int(r[0]) for r in window}:
