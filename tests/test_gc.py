@@ -428,9 +428,12 @@ def test_only_retention_deletes_rows() -> None:
     )
     # (store/gc_batches.py is the batched removal of what gc.py plans.) agent_sessions.py
     # deletes only agent_usage rows (usage the SDK session recorded for a user turn that
-    # was popped or a branch that was deleted), never turns or messages.
+    # was popped or a branch that was deleted), never turns or messages. appends.py deletes
+    # only the turn row its own append wrote in the same, uncommitted transaction when the
+    # messages' statement failed (Appends._settle: an undo without a savepoint, issue 17).
     assert deleting == [
         "store/agent_sessions.py",
+        "store/appends.py",
         "store/gc.py",
         "store/gc_batches.py",
         "store/sessions.py",

@@ -10,25 +10,27 @@ way whatever its source.
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nexus_store import jsoncodec
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
-from nexus_store.store.db import Handle, unstorable, utc_now
+from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
 from nexus_store.store.indexqueue import defer_message_index
 from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
 from nexus_store.store.sql import (
-    INSERT_MESSAGE_SQL,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGES_PER_STATEMENT,
     PARENT_BY_UID_SQL,
     SESSION_AND_LEAF_SQL,
     SESSION_AND_PARENT_SQL,
     TURN_COLUMNS,
+    insert_messages_sql,
 )
 from nexus_store.tokens import TokenCounter, message_tokens
 
@@ -84,17 +86,51 @@ class Appends:
         # In a caller's transaction the new messages are indexed for search once, at
         # its commit, not by a trigger per row (store/indexqueue.py).
         defer_message_index(db)
+        if db.in_transaction and db.dialect.statement_rollback and _few_messages(entry):
+            # Inside a caller's transaction on SQLite no savepoint is needed: the append
+            # writes with two statements, each atomic on its own, and `_append` undoes
+            # the first if the second fails (see `_settle`).
+            db.appending = True
+            try:
+                return self._append(session_id, entry, guarded=True)
+            finally:
+                db.appending = False
         with db.atomic(keep_deferred=True):
-            explicit = "parentId" in entry and entry["parentId"] is not None
-            if explicit and not isinstance(entry["parentId"], str):
-                raise InvalidEntry(
-                    f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
-                )
-            if explicit and unstorable(entry["parentId"]):
-                # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
-                raise TurnNotFound(
-                    f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
-                )
+            db.appending = True
+            try:
+                return self._append(session_id, entry, guarded=False)
+            finally:
+                db.appending = False
+
+    def _append(self, session_id: str, entry: dict[str, Any], *, guarded: bool) -> Turn:
+        """`append_entry` inside its transaction (the handle's ``appending`` is set).
+
+        ``guarded``: no savepoint encloses the append (a caller's SQLite transaction),
+        so a failure after the turn's row was written is settled here (`_settle`).
+        """
+        db = self.db
+        explicit = "parentId" in entry and entry["parentId"] is not None
+        if explicit and not isinstance(entry["parentId"], str):
+            raise InvalidEntry(
+                f"parentId must be a turn id (a string) or None, not {entry['parentId']!r}"
+            )
+        if explicit and unstorable(entry["parentId"]):
+            # no stored id has a lone surrogate (it is not UTF-8): report, don't crash
+            raise TurnNotFound(
+                f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
+            )
+        tail = db.tail(session_id)
+        fork = None
+        if tail is not None and (
+            "parentId" not in entry or (explicit and entry["parentId"] == tail.leaf.uid)
+        ):
+            # An earlier append of this transaction left the session here: its row is
+            # written once, before the commit or any other statement (db.SessionTail).
+            session_key, last_seq, fork_key = tail.key, tail.last_seq, tail.fork_key
+            parent: PathRow | None = tail.leaf
+        else:
+            if tail is not None:
+                db.flush_tails()  # the read below must see the session as written
             db.lock_session(session_id)
             if explicit:
                 row = db.execute(SESSION_AND_PARENT_SQL, [entry["parentId"], session_id]).fetchone()
@@ -117,21 +153,21 @@ class Appends:
                 active = db.session_row(session_id)[1]
                 if active is not None:
                     raise dangling(session_id, active)
-            fork = None
             if parent is None and fork_key is not None:
                 # A root of a forked session continues the parent session's path.
                 fork = db.parent_row(fork_key)
-            now = utc_now()
-            if "timestamp" not in entry:
-                entry["timestamp"] = now
-            turn, key = self._insert_turn(
+        now = utc_now()
+        if "timestamp" not in entry:
+            entry["timestamp"] = now
+        try:
+            turn, leaf = self._insert_turn(
                 session_key, session_id, parent, entry, seq=last_seq + 1, fork=fork
             )
-            db.execute(
-                "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? "
-                "where id = ?",
-                [key, now, turn.seq, session_key],
-            )
+        except BaseException:
+            if guarded:
+                self._settle(session_id, session_key, last_seq + 1, fork_key, now, entry)
+            raise
+        db.set_tail(session_id, SessionTail(session_key, turn.seq, fork_key, leaf, now))
         return turn
 
     def append_message(
@@ -213,6 +249,39 @@ class Appends:
             entry["label"] = label
         return self.append_entry(session_id, entry)
 
+    def _settle(
+        self,
+        session_id: str,
+        session_key: int,
+        seq: int,
+        fork_key: int | None,
+        now: str,
+        entry: dict[str, Any],
+    ) -> None:
+        """Leave the store consistent after an append failed without a savepoint.
+
+        The turn's row and its messages are written by one statement each. If the turn
+        is not there, nothing was written. If it is there without its messages (their
+        statement failed, so none of them is), its row is deleted. If it is complete
+        (an interrupt after the last statement), the append stands: the session moves
+        to it as after any append, and the error goes on.
+        """
+        db = self.db
+        row = db.execute(
+            "select id from turns where session_id = ? and seq = ?", [session_key, seq]
+        ).fetchone()
+        if row is None:
+            return
+        key = int(row[0])
+        has_messages = bool(turn_payload(entry)[2])
+        written = db.execute("select 1 from messages where turn_id = ? limit 1", [key]).fetchone()
+        if has_messages and written is None:
+            db.execute("delete from turns where id = ?", [key])
+            return
+        leaf = db.parent_row(key)
+        if leaf is not None:
+            db.set_tail(session_id, SessionTail(session_key, seq, fork_key, leaf, now))
+
     def _insert_turn(
         self,
         session_key: int,
@@ -222,15 +291,15 @@ class Appends:
         *,
         seq: int,
         fork: PathRow | None = None,
-    ) -> tuple[Turn, int]:
+    ) -> tuple[Turn, PathRow]:
         """Insert one turn (and its messages) under ``parent`` as ``seq``; inside a transaction.
 
         ``fork``: for a root of a forked session, the parent session's fork turn, from
         which the root takes its path values (it stays a root of its own session).
 
         Returns:
-            The turn and its key. The caller updates the session's ``last_seq`` (and
-            the active leaf).
+            The turn and its row as the parent of later turns. The caller updates the
+            session's ``last_seq`` (and the active leaf).
         """
         db = self.db
         kind, skip, message_dicts = turn_payload(entry)
@@ -273,8 +342,12 @@ class Appends:
             raise InvalidEntry(f"no free generated turn id in session {session_id!r}")
         key = inserted if key is None else key
         rows = message_rows(key, message_dicts, counts)
-        if rows:
-            db.executemany(INSERT_MESSAGE_SQL, rows)
+        for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
+            chunk = rows[start : start + MESSAGES_PER_STATEMENT]
+            db.execute(
+                insert_messages_sql(len(chunk)),
+                [row[c] for row in chunk for c in MESSAGE_INSERT_COLUMNS],
+            )
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid
@@ -292,11 +365,15 @@ class Appends:
             context_tokens=values["context_tokens"],
             compactions=values["compaction_count"],
             compaction_id=child.compaction_uid,
-            model=None if model_json is None else json.loads(model_json),
+            model=None if model_json is None else jsoncodec.loads(model_json),
             thinking_level=values["active_thinking_level"],
             entry=final,
         )
-        return turn, key
+        uid = values["uid"]
+        leaf = child._replace(
+            id=key, uid=uid, compaction_uid=uid if kind == "compaction" else child.compaction_uid
+        )
+        return turn, leaf
 
 
 def turn_values(
@@ -384,6 +461,12 @@ def _summary_tokens(counter: TokenCounter, summary: str) -> int:
     return message_tokens(counter, {"role": "compactionSummary", "summary": summary})
 
 
+def _few_messages(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry's messages fit one insert statement (`MESSAGES_PER_STATEMENT`)."""
+    messages = entry.get("messages")
+    return not isinstance(messages, list) or len(messages) <= MESSAGES_PER_STATEMENT
+
+
 def _with_parent(entry: dict[str, Any], parent_id: Any) -> dict[str, Any]:
     if parent_id is not ACTIVE_LEAF:
         entry["parentId"] = parent_id
@@ -395,7 +478,7 @@ def _validate_native(entry: dict[str, Any]) -> None:
         # Entries are JSON: refuse what JSON cannot hold here, not as a TypeError later.
         try:
             # (no NaN or Infinity: JSON has none, and JavaScript writes them as null)
-            json.dumps(value, allow_nan=False)
+            jsoncodec.check(value)
         except (TypeError, ValueError, RecursionError) as err:
             raise InvalidEntry(f"entry field {key!r} is not JSON: {err}") from None
         if not isinstance(key, str) or unstorable(key):

@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nexus_store.errors import (
     DatabaseBusy,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from nexus_store.store.dialect import Dialect
     from nexus_store.tokens import TokenCounter
 
-__all__ = ["BUSY_RETRY_SECONDS", "Handle", "unstorable", "utc_now"]
+__all__ = ["BUSY_RETRY_SECONDS", "Handle", "SessionTail", "unstorable", "utc_now"]
 
 BUSY_RETRY_SECONDS = 30.0
 """How long `Handle.atomic` keeps retrying a busy SQLite file before `DatabaseBusy`."""
@@ -56,6 +56,25 @@ _ANCESTOR_SQL = (
     " from up join turns t on t.id = up.parent_id"
     " where up.depth > ?) select id from up where depth = ?"
 )
+
+
+# The session row after a transaction's appends, written once before anything else runs.
+_TAIL_SQL = "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?"
+
+
+class SessionTail(NamedTuple):
+    """A session as a transaction's appends left it, not yet written to its row.
+
+    Appends inside one transaction read the session row once and keep its new state
+    here; the handle writes it (`Handle.flush_tails`) before any other statement, so
+    every other reader and writer sees the row as if it had been updated per append.
+    """
+
+    key: int
+    last_seq: int
+    fork_key: int | None
+    leaf: PathRow
+    updated_utc: str
 
 
 def utc_now() -> str:
@@ -98,7 +117,7 @@ class Handle:
         sqlite_db: sqlite_utils.Database | None = None,
         read_only: str | None = None,
     ) -> None:
-        self.conn = conn
+        self._conn = conn
         self.read_only = read_only
         self.dialect = dialect
         self.where = where
@@ -107,13 +126,34 @@ class Handle:
         #: Work a transaction gathers and does once before it commits (by key; see
         #: `store/indexqueue.py`), dropped with the transaction on a rollback.
         self._deferred: dict[str, Callable[[], None]] = {}
+        #: Sessions whose row waits for the appends' one update (by public id).
+        self._tails: dict[str, SessionTail] = {}
+        #: True while an append runs its own statements (they need no flush).
+        self.appending = False
+
+    @property
+    def conn(self) -> Any:
+        """The driver's connection; pending session rows are written before it is used."""
+        if self._tails and not self.appending:
+            self.flush_tails()
+        return self._conn
 
     # -- the one door to the driver ---------------------------------------------------
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         """Run one statement; a driver error comes out as the dialect translates it."""
+        if self._tails and not self.appending:
+            self.flush_tails()
+        return self._run(sql, params)
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (pending session rows stay pending)."""
+        return bool(self._conn.in_transaction)
+
+    def _run(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         try:
-            return self.conn.execute(sql, params)
+            return self._conn.execute(sql, params)
         except self.dialect.driver_errors as err:
             translated = self.dialect.translate_error(err, self.where)
             if translated is err:
@@ -122,8 +162,10 @@ class Handle:
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         """Run one statement per parameter set (errors translated as by `execute`)."""
+        if self._tails and not self.appending:
+            self.flush_tails()
         try:
-            self.conn.executemany(sql, rows)
+            self._conn.executemany(sql, rows)
         except self.dialect.driver_errors as err:
             translated = self.dialect.translate_error(err, self.where)
             if translated is err:
@@ -132,13 +174,28 @@ class Handle:
 
     def close(self) -> None:
         """Close the connection."""
-        self.conn.close()
+        self._tails.clear()
+        self._conn.close()
 
     # -- transactions -------------------------------------------------------------------
 
     def defer(self, key: str, work: Callable[[], None]) -> None:
         """Do ``work`` once before the current transaction commits (``key`` names it)."""
         self._deferred[key] = work
+
+    def tail(self, session_id: str) -> SessionTail | None:
+        """What this transaction's appends left ``session_id`` as (None: its row is current)."""
+        return self._tails.get(session_id)
+
+    def set_tail(self, session_id: str, tail: SessionTail) -> None:
+        """Record a session's new state after an append (its row is written before commit)."""
+        self._tails[session_id] = tail
+
+    def flush_tails(self) -> None:
+        """Write the session rows the appends left pending (one update per session)."""
+        tails, self._tails = self._tails, {}
+        for tail in tails.values():
+            self.execute(_TAIL_SQL, [tail.leaf.id, tail.updated_utc, tail.last_seq, tail.key])
 
     def has_deferred(self, key: str) -> bool:
         """Whether ``key``'s work waits for the current transaction's commit."""
@@ -172,23 +229,30 @@ class Handle:
                 f"cannot write to {self.filename}: {self.read_only}; reading works, nothing was "
                 "changed"
             )
-        if self.conn.in_transaction:
+        if self._conn.in_transaction:
             if not keep_deferred:
                 self.flush_deferred()
+                if self._tails:
+                    self.flush_tails()
+            # What the appends left pending before the savepoint stays pending after a
+            # rollback to it; what they add inside it is undone with it.
+            tails = dict(self._tails)
             # A fixed savepoint name keeps the statements in sqlite3's cache (appends
             # inside a caller's atomic() are the batched hot path); names may nest, on
             # both backends (the innermost of a name is the one released).
-            self.execute("savepoint nexus_nested")
+            self._run("savepoint nexus_nested")
             try:
                 yield
             except BaseException:
-                if self.conn.in_transaction:
-                    self.execute("rollback to savepoint nexus_nested")
-                    self.execute("release savepoint nexus_nested")
+                self._tails = tails
+                if self._conn.in_transaction:
+                    self._run("rollback to savepoint nexus_nested")
+                    self._run("release savepoint nexus_nested")
                 raise
-            self.execute("release savepoint nexus_nested")
+            self._run("release savepoint nexus_nested")
             return
         self._deferred.clear()
+        self._tails.clear()
         self._begin()
         try:
             yield
@@ -196,9 +260,10 @@ class Handle:
             self.execute("commit")
         except BaseException as err:
             self._deferred.clear()
-            if self.conn.in_transaction:
+            self._tails.clear()
+            if self._conn.in_transaction:
                 with contextlib.suppress(*self.dialect.driver_errors, NexusError):
-                    self.conn.execute("rollback")
+                    self._conn.execute("rollback")
             if driver_errors.is_driver_error(err):  # issue 18: no raw driver error escapes
                 raise driver_errors.translate(err, self.where) from err
             raise

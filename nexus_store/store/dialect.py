@@ -109,6 +109,10 @@ class Dialect(ABC):
     synchronous_modes: ClassVar[tuple[str, ...]]
     synchronous_hint: ClassVar[str]
     driver_errors: tuple[type[BaseException], ...]
+    #: A failed statement undoes only itself and the transaction goes on (SQLite);
+    #: PostgreSQL aborts the whole transaction, so a write that may fail inside a
+    #: caller's transaction needs a savepoint there.
+    statement_rollback: ClassVar[bool]
 
     @abstractmethod
     def translate_error(self, err: BaseException, where: str) -> BaseException:
@@ -175,6 +179,7 @@ class SqliteDialect(Dialect):
         next_turn_key="select coalesce(max(id), 0) + 1 from turns",
     )
     begin_sql = "begin immediate"
+    statement_rollback = True
     synchronous_modes = ("NORMAL", "FULL", "OFF", "EXTRA")
     synchronous_hint = "NORMAL or FULL"
     driver_errors = (sqlite3.Error,)
@@ -347,6 +352,7 @@ class PostgresDialect(Dialect):
         next_turn_key="select nextval(pg_get_serial_sequence('turns', 'id'))",
     )
     begin_sql = "begin"
+    statement_rollback = False
     synchronous_modes = ("NORMAL", "FULL", "OFF")
     synchronous_hint = "NORMAL, FULL or OFF"
     # set by __init__ (importing psycopg at class creation cost every command ~0.1 s)

@@ -103,7 +103,6 @@ class Store:
             path, memory=memory, counter=counter, synchronous=synchronous, busy_timeout=busy_timeout
         )
         self.handle = handle
-        self.conn: Any = handle.conn
         self.db: sqlite_utils.Database | None = handle.sqlite_db
         self.filename: Path | None = handle.filename
         self.read_only: str | None = handle.read_only
@@ -121,6 +120,11 @@ class Store:
         self._copier = Copy(handle, self._reading, self._exporter, self._ingester)
         self._compaction = Compaction(self)
         self._backup = Backup(handle)
+
+    @property
+    def conn(self) -> Any:
+        """The driver's connection (what the store's appends left pending is written first)."""
+        return self.handle.conn
 
     @property
     def counter(self) -> TokenCounter:

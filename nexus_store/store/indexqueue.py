@@ -63,7 +63,7 @@ def defer_message_index(db: Handle) -> None:
     Outside a transaction (an append that commits alone) the trigger indexes the row;
     there is nothing to gather.
     """
-    if not db.conn.in_transaction or db.has_deferred(MESSAGE_TRIGGER):
+    if not db.in_transaction or db.has_deferred(MESSAGE_TRIGGER):
         return
     if not db.dialect.capabilities.fts_bm25:
         return

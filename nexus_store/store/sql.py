@@ -11,12 +11,16 @@ step per branch point, never the depth of the history above the context.
 
 from __future__ import annotations
 
+import functools
+
 from nexus_store.store.pathvalues import PARENT_COLUMNS
 
 __all__ = [
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
+    "MESSAGES_PER_STATEMENT",
+    "MESSAGE_INSERT_COLUMNS",
     "PARENT_BY_UID_SQL",
     "PATH_SQL",
     "PG_CONTEXT_SQL",
@@ -27,6 +31,7 @@ __all__ = [
     "SESSION_SQL",
     "TURN_COLUMNS",
     "TURN_SQL",
+    "insert_messages_sql",
 ]
 
 TURN_COLUMNS = (
@@ -95,6 +100,48 @@ insert into messages (
     :output_tokens, :cache_read_tokens, :cache_write_tokens, :total_tokens, :cost, :extra_json
 )
 """
+
+# The columns of INSERT_MESSAGE_SQL, in order, for `insert_messages_sql`.
+MESSAGE_INSERT_COLUMNS = (
+    "turn_id",
+    "idx",
+    "role",
+    "content_kind",
+    "content_json",
+    "text",
+    "tokens",
+    "tool_call_id",
+    "tool_name",
+    "is_error",
+    "provider",
+    "model",
+    "api",
+    "stop_reason",
+    "timestamp_ms",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "total_tokens",
+    "cost",
+    "extra_json",
+)
+# At most this many rows per `insert_messages_sql` statement (22 variables each; SQLite
+# allows 32,766 variables per statement, PostgreSQL 65,535).
+MESSAGES_PER_STATEMENT = 500
+
+
+@functools.lru_cache(maxsize=64)
+def insert_messages_sql(rows: int) -> str:
+    """``insert into messages`` of ``rows`` rows in one statement (positional values).
+
+    One statement is atomic on its own: it writes all its rows or none.
+    """
+    one = "(" + ", ".join("?" for _ in MESSAGE_INSERT_COLUMNS) + ")"
+    return "insert into messages ({}) values {}".format(
+        ", ".join(MESSAGE_INSERT_COLUMNS), ", ".join(one for _ in range(rows))
+    )
+
 
 # A session row with its turn count and the public ids of its leaf and fork links.
 SESSION_SQL = """
