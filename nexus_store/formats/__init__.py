@@ -133,6 +133,11 @@ def detect_format(first_lines: list[bytes]) -> str:
         One of `FORMATS`: ``pi``, ``ndjson``, ``claude_code`` or ``codex``; ``pi``
         when no line is recognized (an empty file, for instance).
     """
+    return _voted_format(first_lines) or "pi"
+
+
+def _voted_format(first_lines: list[bytes]) -> str | None:
+    """The format the first recognized line votes for, or None when none is recognized."""
     for line in first_lines:
         obj = _first_object(line)
         if obj is None:
@@ -140,7 +145,7 @@ def detect_format(first_lines: list[bytes]) -> str:
         vote = _vote(obj)
         if vote is not None:
             return vote
-    return "pi"
+    return None
 
 
 def _check_format(format: str | None) -> str | None:
@@ -192,6 +197,9 @@ def parse_stream(
         if len(head) >= _DETECT_LINES:
             break
     fmt = chosen or detect_format(head)
+    # A format guessed from fewer lines than detection reads, none of them recognized,
+    # may change as the file grows: such a read cannot be continued (sync reads it whole).
+    settled = chosen is not None or len(head) >= _DETECT_LINES or _voted_format(head) is not None
     lines: Iterable[bytes]
     if seekable:
         stream.seek(start)
@@ -202,12 +210,12 @@ def parse_stream(
         spool.writelines(head)
         shutil.copyfileobj(stream, spool)
         spool.seek(0)
-        yield from _parse(spool, name, fmt, strict, spool, usage_check=usage_check)
+        yield from _parse(spool, name, fmt, strict, spool, usage_check=usage_check, settled=settled)
         return
     else:
         lines = itertools.chain(head, stream)
     seekable_stream = stream if seekable else None
-    yield from _parse(lines, name, fmt, strict, None, seekable_stream, usage_check)
+    yield from _parse(lines, name, fmt, strict, None, seekable_stream, usage_check, settled)
 
 
 def _seekable(stream: BinaryIO) -> bool:
@@ -225,6 +233,7 @@ def _parse(
     owned: BinaryIO | None,
     seekable: BinaryIO | None = None,
     usage_check: UsageCheck | None = None,
+    settled: bool = True,
 ) -> Iterator[ParsedSession]:
     problems: list[Problem] = []
     if fmt == "ndjson":
@@ -239,6 +248,8 @@ def _parse(
         session = parse_claude_code(reader, usage_check)
     else:
         session = parse_codex(reader)
+    if not settled:
+        session.resume = None
     if session.resume is not None:
         session.entries = _counting(session.entries, session, reader)
     if owned is not None:
