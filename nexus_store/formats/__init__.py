@@ -198,7 +198,7 @@ def parse_stream(
             break
     fmt = chosen or detect_format(head)
     # A format guessed from fewer lines than detection reads, none of them recognized,
-    # may change as the file grows: such a read cannot be continued (sync reads it whole).
+    # may change as the file grows (see ParsedSession.format_guessed).
     settled = chosen is not None or len(head) >= _DETECT_LINES or _voted_format(head) is not None
     lines: Iterable[bytes]
     if seekable:
@@ -248,8 +248,7 @@ def _parse(
         session = parse_claude_code(reader, usage_check)
     else:
         session = parse_codex(reader)
-    if not settled:
-        session.resume = None
+    session.format_guessed = not settled
     if session.resume is not None:
         session.entries = _counting(session.entries, session, reader)
     if owned is not None:

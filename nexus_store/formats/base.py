@@ -102,6 +102,9 @@ class ParsedSession:
             what a later read of the lines after the last one needs (header, parser
             state, ``objects`` read so far), complete once ``entries`` is exhausted;
             None for formats that are re-read whole.
+        format_guessed: The format was a guess: fewer lines than detection reads,
+            none of them recognized. It may change as the file grows, so sync waits
+            before storing such a file; import stores it as guessed.
     """
 
     path: str
@@ -113,6 +116,7 @@ class ParsedSession:
     entries: Iterator[ParsedEntry]
     problems: list[Problem] = field(default_factory=list)
     resume: dict[str, Any] | None = None
+    format_guessed: bool = False
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

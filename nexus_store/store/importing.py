@@ -133,6 +133,47 @@ def _collector(seen: list[Problem], path: str) -> Callable[[int, str, str, bool]
     return on_problem
 
 
+def ingest_parsed(
+    ingest: Callable[..., tuple[str, IngestCounts]],
+    usage: ResponseUsage,
+    parsed: ParsedSession,
+    entries: Iterator[tuple[int, dict[str, Any], Any]],
+    on_problem: Callable[[int, str, str, bool], None],
+    strict: bool,
+) -> tuple[str, IngestCounts]:
+    """Ingest one parsed session and record the Claude Code responses it now counts.
+
+    The one path import and sync share; the caller holds the transaction, so the
+    entries and the responses they count commit together.
+
+    Args:
+        ingest: `Ingest.ingest` (or `Store.ingest`).
+        usage: The store's `ResponseUsage`.
+        parsed: The session read from its file.
+        entries: ``(line, entry, patch)`` triples, as `Ingest.ingest` takes them.
+        on_problem: Receives each problem found while storing.
+        strict: Stop at the first problem, storing nothing of the session.
+
+    Returns:
+        The session's id and what was stored.
+    """
+    before = usage.last_seq(parsed.source_format, parsed.source_id)
+    session_id, counts = ingest(
+        parsed.header,
+        entries,
+        source_format=parsed.source_format,
+        source_id=parsed.source_id,
+        source_path=parsed.path,
+        source_version=parsed.source_version,
+        parent_source_id=parsed.parent_source_id,
+        on_problem=on_problem,
+        strict=strict,
+    )
+    if parsed.source_format == "claude_code":
+        usage.record(parsed.source_format, parsed.source_id, before)
+    return session_id, counts
+
+
 _PROGRESS_EVERY = 500  # entries between progress reports inside one file
 
 
@@ -329,18 +370,7 @@ class Importer:
             entries = _entries(parsed, progress, done_bytes, report.entries, position)
 
             with self.ingest.db.atomic():  # the entries and the responses they count
-                before = self.usage.last_seq(parsed.source_format, parsed.source_id)
-                session_id, counts = self.ingest.ingest(
-                    parsed.header,
-                    entries,
-                    source_format=parsed.source_format,
-                    source_id=parsed.source_id,
-                    source_path=parsed.path,
-                    source_version=parsed.source_version,
-                    parent_source_id=parsed.parent_source_id,
-                    on_problem=on_problem,
-                    strict=strict,
+                session_id, counts = ingest_parsed(
+                    self.ingest.ingest, self.usage, parsed, entries, on_problem, strict
                 )
-                if parsed.source_format == "claude_code":
-                    self.usage.record(parsed.source_format, parsed.source_id, before)
             report.add_session(session_id, counts, parsed.problems, seen)

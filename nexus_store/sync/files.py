@@ -188,6 +188,10 @@ def sync_file(
             )
         else:
             parsed = next(parse_stream(stream, str(path), strict=strict, usage_check=usage_check))
+            if parsed.format_guessed:
+                # Stored under a guessed format, the file would become a second session
+                # once its format shows: store nothing yet, look again when it grows.
+                raise NotATranscript(path, "no line recognized yet; looked at again as it grows")
         with store.atomic():
             session_id = store_parsed(store, parsed, report, strict=strict)
             _record(checkpoints, cp, path, st, fd, plan, end, parsed, session_id)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from nexus_store.formats import ParsedSession, Problem
-from nexus_store.store.importing import ImportReport
+from nexus_store.store.importing import ImportReport, ingest_parsed
 from nexus_store.store.responses import ResponseUsage
 
 if TYPE_CHECKING:
@@ -73,19 +73,6 @@ def store_parsed(
             yield item.line, item.entry, item.patch
 
     usage = ResponseUsage(store.handle)
-    before = usage.last_seq(parsed.source_format, parsed.source_id)
-    session_id, counts = store.ingest(
-        parsed.header,
-        entries(),
-        source_format=parsed.source_format,
-        source_id=parsed.source_id,
-        source_path=parsed.path,
-        source_version=parsed.source_version,
-        parent_source_id=parsed.parent_source_id,
-        on_problem=on_problem,
-        strict=strict,
-    )
-    if parsed.source_format == "claude_code":
-        usage.record(parsed.source_format, parsed.source_id, before)
+    session_id, counts = ingest_parsed(store.ingest, usage, parsed, entries(), on_problem, strict)
     report.add_session(session_id, counts, parsed.problems, seen)
     return session_id
