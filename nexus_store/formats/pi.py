@@ -107,25 +107,7 @@ def parse_pi(reader: LineReader) -> ParsedSession:
     header, has_header = _header_of(first, reader.path)
     if has_header:
         next(reader)  # the header is not an entry
-    version = _version_of(header, has_header)
-    raw_id = header.get("id")
-    source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
-    session = ParsedSession(
-        path=reader.path,
-        source_format="pi",
-        source_version=version,
-        source_id=source_id,
-        header=header,
-        parent_source_id=None,
-        entries=iter(()),
-        problems=reader.problems,
-    )
-    session.resume = {"header": header}
-    if version == 1:
-        session.entries = _entries_v1(reader, session, None)
-    else:
-        session.entries = _entries_tree(reader, source_id, version)
-    return session
+    return _session(reader, header, _version_of(header, has_header), None)
 
 
 def parse_pi_tail(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
@@ -146,7 +128,13 @@ def parse_pi_tail(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
         The session; its ``entries`` stream lazily.
     """
     header = resume["header"]
-    version = _version_of(header, True)
+    return _session(reader, header, _version_of(header, True), resume.get("previous"))
+
+
+def _session(
+    reader: LineReader, header: dict[str, Any], version: int, previous: str | None
+) -> ParsedSession:
+    """The session of a pi file (read whole, or from a checkpoint after ``previous``)."""
     raw_id = header.get("id")
     source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
     session = ParsedSession(
@@ -161,7 +149,7 @@ def parse_pi_tail(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
         resume={"header": header},
     )
     if version == 1:
-        session.entries = _entries_v1(reader, session, resume.get("previous"))
+        session.entries = _entries_v1(reader, session, previous)
     else:
         session.entries = _entries_tree(reader, source_id, version)
     return session
