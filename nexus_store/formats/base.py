@@ -118,6 +118,31 @@ class ParsedSession:
     resume: dict[str, Any] | None = None
     format_guessed: bool = False
 
+    @classmethod
+    def continued(
+        cls, path: str, source_format: str, resume: dict[str, Any], problems: list[Problem]
+    ) -> ParsedSession:
+        """The session of a file read on from a checkpoint (its ``entries`` set by the caller).
+
+        Args:
+            path: The file.
+            source_format: Its format.
+            resume: The earlier read's ``resume`` (``source_id``, ``header``, and
+                ``parent_source_id`` where the format has one); copied.
+            problems: Where problems of the new lines go (the reader's list).
+        """
+        return cls(
+            path=path,
+            source_format=source_format,
+            source_version=None,
+            source_id=resume["source_id"],
+            header=resume["header"],
+            parent_source_id=resume.get("parent_source_id"),
+            entries=iter(()),
+            problems=problems,
+            resume=dict(resume),
+        )
+
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

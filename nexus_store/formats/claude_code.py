@@ -369,17 +369,7 @@ def resume_claude_code(
     Returns:
         The session (same source id and header); its ``entries`` stream lazily.
     """
-    session = ParsedSession(
-        path=reader.path,
-        source_format="claude_code",
-        source_version=None,
-        source_id=resume["source_id"],
-        header=resume["header"],
-        parent_source_id=resume.get("parent_source_id"),
-        entries=iter(()),
-        problems=reader.problems,
-    )
-    session.resume = dict(resume)
+    session = ParsedSession.continued(reader.path, "claude_code", resume, reader.problems)
     state = _State.load(resume.get("state", {}))
     session.entries = _entries(reader, session, state, usage_check)
     return session

@@ -201,17 +201,7 @@ def resume_ndjson(
     Returns:
         The session (same source id and header); its ``entries`` stream lazily.
     """
-    session = ParsedSession(
-        path=reader.path,
-        source_format="ndjson",
-        source_version=None,
-        source_id=resume["source_id"],
-        header=resume["header"],
-        parent_source_id=None,
-        entries=iter(()),
-        problems=reader.problems,
-        resume=dict(resume),
-    )
+    session = ParsedSession.continued(reader.path, "ndjson", resume, reader.problems)
     state = _State.load(resume.get("state", {}))
     last = state.last_message
     if last is not None and last in boundaries and last not in state.after:
