@@ -87,14 +87,25 @@ def build(db: Path, turns: int) -> None:
         calls.compact({"sessionKey": KEY, "force": True, "options": {"keepRecentTokens": 8000}})
 
 
-def timed(fn: Callable[[], Any], reps: int) -> list[float]:
+def service_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) the service process has used; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(fn: Callable[[], Any], reps: int) -> tuple[list[float], float]:
+    """Wall seconds of each call, and the CPU seconds of this process per call."""
     fn()
     out = []
+    cpu = time.process_time()
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)
-    return out
+    return out, (time.process_time() - cpu) / reps
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -145,14 +156,16 @@ const ops = {
 const out = {};
 for (const [name, op] of Object.entries(ops)) {
   if (!wanted.includes(name)) continue;
-  await op();
+  for (let i = 0; i < 20; i++) await op(); // warm the JIT and the connection
   const times = [];
+  const cpu = process.cpuUsage();
   for (let i = 0; i < reps; i++) {
     const t0 = process.hrtime.bigint();
     await op();
     times.push(Number(process.hrtime.bigint() - t0) / 1e9);
   }
-  out[name] = times;
+  const used = process.cpuUsage(cpu);
+  out[name] = { times, cpu: (used.user + used.system) / 1e6 / reps };
 }
 console.log(JSON.stringify(out));
 """
@@ -163,8 +176,9 @@ def node_binary() -> str | None:
     return os.environ.get("NEXUS_TEST_NODE") or shutil.which("node")
 
 
-def through_plugin(node: str, db: Path, reps: int, ops: list[str]) -> dict[str, list[float]]:
-    """Times of each operation through the OpenClaw plugin's JavaScript client."""
+def through_plugin(node: str, db: Path, reps: int, ops: list[str]) -> dict[str, dict[str, Any]]:
+    """Times of each operation through the OpenClaw plugin's JavaScript client, and
+    Node's CPU seconds per call (``{"times": [...], "cpu": s}``)."""
     from nexus_store.integrations import openclaw_plugin_dir
 
     index = (openclaw_plugin_dir() / "index.js").as_uri()
@@ -174,7 +188,7 @@ def through_plugin(node: str, db: Path, reps: int, ops: list[str]) -> dict[str, 
     done = subprocess.run(
         [node, str(script)], capture_output=True, text=True, timeout=1800, check=True
     )
-    result: dict[str, list[float]] = json.loads(done.stdout)
+    result: dict[str, dict[str, Any]] = json.loads(done.stdout)
     return result
 
 
@@ -201,10 +215,24 @@ def run(turns: int, reps: int = 200) -> list[dict[str, Any]]:
                     calls = EngineCalls(store)
                     ops = operations(lambda m, p, c=calls: methods[m](c, p), f"inproc-{phase[0]}")
                     for op in phase:
-                        records.append(_record(op, "in-process", turns, timed(ops[op], reps)))
+                        times, cpu = timed(ops[op], reps)
+                        records.append(_record(op, "in-process", turns, times, cpu))
                 if node:
-                    for op, times in through_plugin(node, db, reps, phase).items():
-                        records.append(_record(op, "plugin client (Node)", turns, times))
+                    for op in phase:  # one op per run: the service's CPU is per op
+                        before = service_cpu(info.pid)
+                        got = through_plugin(node, db, reps, [op])[op]
+                        after = service_cpu(info.pid)
+                        served = None if before is None or after is None else after - before
+                        records.append(
+                            _record(
+                                op,
+                                "plugin client (Node)",
+                                turns,
+                                got["times"],
+                                got["cpu"],
+                                None if served is None else served / (reps + 20),
+                            )
+                        )
                 for mode, unix in (
                     ("Python client, Unix socket", True),
                     ("Python client, TCP", False),
@@ -214,7 +242,20 @@ def run(turns: int, reps: int = 200) -> list[dict[str, Any]]:
                     with ServiceClient(db, unix_socket=unix) as client:
                         ops = operations(client.call, mode.split()[-1])
                         for op in phase:
-                            records.append(_record(op, mode, turns, timed(ops[op], reps)))
+                            before = service_cpu(info.pid)
+                            times, cpu = timed(ops[op], reps)
+                            after = service_cpu(info.pid)
+                            served = None if before is None or after is None else after - before
+                            records.append(
+                                _record(
+                                    op,
+                                    mode,
+                                    turns,
+                                    times,
+                                    cpu,
+                                    None if served is None else served / (reps + 1),
+                                )
+                            )
         finally:
             os.kill(info.pid, signal.SIGTERM)
     order = ["commitTurn", "assemble", "ingest (no-op)"]
@@ -230,7 +271,14 @@ def run(turns: int, reps: int = 200) -> list[dict[str, Any]]:
     return records
 
 
-def _record(op: str, mode: str, turns: int, times: list[float]) -> dict[str, Any]:
+def _record(
+    op: str,
+    mode: str,
+    turns: int,
+    times: list[float],
+    client_cpu: float,
+    service_cpu: float | None = None,
+) -> dict[str, Any]:
     return {
         "workload": f"service-{op}",
         "peer": mode,
@@ -238,6 +286,9 @@ def _record(op: str, mode: str, turns: int, times: list[float]) -> dict[str, Any
         "median_s": statistics.median(times),
         "p99_s": pct(times, 99),
         "n": len(times),
+        # CPU seconds per call: the caller's process, and the service's (None in-process)
+        "client_cpu_s": client_cpu,
+        "service_cpu_s": service_cpu,
     }
 
 
@@ -250,7 +301,8 @@ def render(records: list[dict[str, Any]]) -> list[str]:
         f"context-engine service: calls on a session of {turns:,} turns (compacted once), "
         f"target p50 <= {TARGET_P50_MS:g} ms for commit and assemble",
         "-" * 100,
-        f"  {'operation':16s} {'mode':26s} {'p50 ms':>9s} {'p99 ms':>9s} {'x in-process':>13s}  target",
+        f"  {'operation':16s} {'mode':26s} {'p50 ms':>9s} {'p99 ms':>9s} {'x in-process':>13s}"
+        f" {'CPU ms':>7s} {'svc CPU':>8s}  target",
     ]
     base = {r["workload"]: r["median_s"] for r in records if r["peer"] == "in-process"}
     for r in records:
@@ -260,9 +312,18 @@ def render(records: list[dict[str, Any]]) -> list[str]:
         target = ""
         if r["peer"] != "in-process" and op in ("commitTurn", "assemble"):
             target = "ok" if p50 <= TARGET_P50_MS else "MISSED"
+        cpu = r.get("client_cpu_s")
+        svc = r.get("service_cpu_s")
+        cpu_text = "-" if cpu is None else f"{cpu * 1000:.2f}"
+        svc_text = "-" if svc is None else f"{svc * 1000:.2f}"
         out.append(
-            f"  {op:16s} {r['peer']:26s} {p50:9.2f} {r['p99_s'] * 1000:9.2f} {ratio:13.1f}  {target}"
+            f"  {op:16s} {r['peer']:26s} {p50:9.2f} {r['p99_s'] * 1000:9.2f} {ratio:13.1f}"
+            f" {cpu_text:>7s} {svc_text:>8s}  {target}"
         )
+    out.append(
+        "  CPU ms: the caller's CPU per call (Node's for the plugin client); svc CPU: the "
+        "service process's. Wall times move with the machine's load, CPU times much less."
+    )
     return out
 
 

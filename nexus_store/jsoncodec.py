@@ -22,7 +22,6 @@ __all__ = ["check", "dumps", "has_lone_surrogate", "has_long_number", "loads"]
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # orjson reads integers beyond 64 bits as floats (silently): any run of 19 digits
 # sends the text to the standard library, which keeps them exact.
-_LONG_NUMBER = re.compile(r"\d{19}")
 # For bytes: digits map to b"0", everything else to a space, then one substring
 # search (two C passes, about six times faster than the regex on a transcript line).
 _DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
@@ -31,9 +30,11 @@ _LONG_RUN = b"0" * 19
 
 def has_long_number(data: str | bytes) -> bool:
     """Whether ``data`` holds 19 digits in a row (maybe an integer orjson reads as a float)."""
-    if isinstance(data, bytes):
-        return _LONG_RUN in data.translate(_DIGITS)
-    return _LONG_NUMBER.search(data) is not None
+    if isinstance(data, str):
+        # a digit is one ASCII byte in UTF-8 and no byte of another character is one:
+        # encoding and one translate pass is 20-40 times faster than the regex
+        data = data.encode("utf-8", "surrogatepass")
+    return _LONG_RUN in data.translate(_DIGITS)
 
 
 def has_lone_surrogate(text: str) -> bool:

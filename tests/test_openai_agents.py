@@ -280,6 +280,18 @@ class TestPopAndClear:
         assert run(session.pop_item()) == ASSISTANT
         assert run(session.get_items()) == [USER]
 
+    def test_advanced_pop_from_a_turn_with_several_messages(self) -> None:
+        from nexus_store.openai_agents import NexusAdvancedSession
+
+        with Store(memory=True) as store:
+            store.create_session(id="s")
+            store.append_messages("s", [item_to_message(USER), item_to_message(ASSISTANT)])
+            session = NexusAdvancedSession("s", store=store)  # main starts at that turn
+            assert run(session.pop_item()) == ASSISTANT
+            assert run(session.get_items()) == [USER]
+            run(session.add_items([ASSISTANT_EASY]))
+            assert run(session.get_items()) == [USER, ASSISTANT_EASY]
+
     def test_clear_starts_a_new_branch(self, session: NexusSession) -> None:
         run(session.add_items([USER, ASSISTANT]))
         run(session.clear_session())
@@ -489,3 +501,105 @@ class TestSdkPatterns:
                 )
             )
             assert len(run(session.get_items())) == 8
+
+
+# -- cost: reads and pops follow the limit, not the history ---------------------------
+
+
+def _vm_steps(session: NexusSession, work: Any) -> int:
+    """SQLite virtual-machine steps ``work`` costs (a count, not a time: load-proof)."""
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    session.store.conn.set_progress_handler(tick, 1)
+    try:
+        run(work())
+    finally:
+        session.store.conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+class TestCostFollowsTheLimit:
+    """``get_items(limit=N)`` and ``pop_item`` cost O(N), not O(history) (issue 16).
+
+    A pop once re-read the session, whose turn count scans every turn: 20k items made
+    it 5x slower than SQLiteSession. The steps at 60 and at 2,400 items must be equal
+    within a small constant.
+    """
+
+    @pytest.mark.parametrize("advanced", [False, True])
+    def test_tail_read_and_pop_do_not_grow_with_history(
+        self, tmp_path: Path, advanced: bool
+    ) -> None:
+        from nexus_store.openai_agents import NexusAdvancedSession
+
+        costs = []
+        for size in (60, 2_400):
+            items = [
+                {"role": "user" if i % 2 == 0 else "assistant", "content": f"item {i}"}
+                for i in range(size)
+            ]
+            path = tmp_path / f"{advanced}-{size}.db"
+            session = NexusAdvancedSession("s", path) if advanced else NexusSession("s", path)
+            try:
+                run(session.add_items(items))
+                get = _vm_steps(session, lambda s=session: s.get_items(limit=10))
+                pop = _vm_steps(session, lambda s=session: s.pop_item())
+                assert run(session.get_items(limit=2)) == items[-3:-1]
+                clear = _vm_steps(session, lambda s=session: s.clear_session())
+                assert run(session.get_items()) == []
+            finally:
+                session.close()
+            costs.append((get, pop, clear))
+        for small, big in zip(costs[0], costs[1], strict=True):
+            assert big <= small + 50, costs
+
+
+# -- EncryptedSession over a NexusSession --------------------------------------------
+
+
+@requires_sdk
+class TestEncryptedSession:
+    """A wrong key must not pop items out of the visible conversation (issue 16)."""
+
+    def test_wrong_key_pop_changes_nothing_and_the_right_key_pops(self, tmp_path: Path) -> None:
+        pytest.importorskip("cryptography")
+        from agents.extensions.memory import EncryptedSession
+        from cryptography.fernet import InvalidToken
+
+        path = tmp_path / "e.db"
+
+        async def go() -> tuple[Any, ...]:
+            base = NexusSession("s", path)
+            right = EncryptedSession("s", base, encryption_key="right key")
+            wrong = EncryptedSession("s", base, encryption_key="wrong key")
+            await right.add_items([USER, ASSISTANT_EASY])
+            with pytest.raises(InvalidToken):
+                await wrong.pop_item()
+            after_wrong = await right.get_items()
+            popped = await right.pop_item()
+            left = await right.get_items()
+            base.close()
+            return after_wrong, popped, left
+
+        after_wrong, popped, left = run(go())
+        assert after_wrong == [USER, ASSISTANT_EASY]
+        assert popped == ASSISTANT_EASY
+        assert left == [USER]
+
+    def test_is_a_sqlite_session_only_while_the_sdk_pop_delegates(self) -> None:
+        from nexus_store.openai_agents.session import delegates_to_validation
+
+        NexusSession("x").close()  # registers
+        assert isinstance(NexusSession("y"), SQLiteSession)
+        assert delegates_to_validation(SQLiteSession.__dict__["pop_item"])
+        assert NexusSession.pop_item is SQLiteSession.pop_item
+
+        async def reaches_inside(self: Any) -> Any:
+            return self._get_connection().execute("delete from agent_messages")
+
+        assert not delegates_to_validation(reaches_inside)
+        assert not delegates_to_validation(None)

@@ -10,8 +10,11 @@ in SQL columns.
 from __future__ import annotations
 
 import asyncio
+import logging
+import multiprocessing
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -219,3 +222,234 @@ class TestGcKeepsNamedBranches:
             assert asyncio.run(session.get_items(branch_id="side")) == side
         finally:
             session.close()
+
+
+def _stale_usage(cls: Any, db: Path) -> tuple[Any, str]:
+    """One instance branches; another clears and records usage; the first reads usage."""
+
+    async def go() -> tuple[Any, str]:
+        stale = cls(session_id="s", db_path=db, create_tables=True)
+        clearer = cls(session_id="s", db_path=db)
+        try:
+            await stale.add_items(
+                [
+                    {"role": "user", "content": "old question"},
+                    {"role": "assistant", "content": "old answer"},
+                    {"role": "user", "content": "old follow-up"},
+                ]
+            )
+            await stale.create_branch_from_turn(2, "stale")
+            await clearer.clear_session()
+            await clearer.add_items([{"role": "user", "content": "new question"}])
+            run = await Runner.run(
+                Agent(name="a", model=ScriptedModel([ModelStep(usage=usage(1, 50, 30))])),
+                "ignored",
+            )
+            await clearer.store_run_usage(run)
+            return await stale.get_turn_usage(1), stale._current_branch_id
+        finally:
+            stale.close()
+            clearer.close()
+
+    return asyncio.run(go())
+
+
+class TestStaleInstances:
+    def test_stale_instance_reads_main_usage_after_another_clears(self, tmp_path: Path) -> None:
+        theirs = _stale_usage(AdvancedSQLiteSession, tmp_path / "sdk.db")
+        ours = _stale_usage(
+            lambda **kw: NexusAdvancedSession(kw["session_id"], kw["db_path"]),
+            tmp_path / "nexus.db",
+        )
+        # the stale instance's branch is gone: it reads main's usage, the clearer's run
+        assert theirs[0]["input_tokens"] == 50
+        assert theirs[1] == "main"
+        assert ours == theirs
+
+
+class TestBranchLog:
+    @pytest.mark.parametrize("redacted", [True, False])
+    def test_branch_creation_is_logged_as_the_sdk_logs_it(
+        self, monkeypatch: pytest.MonkeyPatch, redacted: bool
+    ) -> None:
+        import agents._debug as sdk_debug
+
+        monkeypatch.setattr(sdk_debug, "DONT_LOG_MODEL_DATA", redacted)
+        logger = logging.getLogger("test_branch_log")
+
+        async def go(session: Any) -> None:
+            await session.add_items(
+                [
+                    {"role": "user", "content": "secret " * 10},
+                    {"role": "assistant", "content": "answer"},
+                ]
+            )
+            await session.create_branch_from_turn(1, "b")
+            session.close()
+
+        lines = []
+        for session in (
+            AdvancedSQLiteSession(session_id="s", create_tables=True, logger=logger),
+            NexusAdvancedSession("s", logger=logger),
+        ):
+            with patch.object(logger, "debug") as debug:
+                asyncio.run(go(session))
+            lines.append(debug.call_args)
+        assert lines[0] == lines[1]
+        assert ("secret" in str(lines[1])) is not redacted
+
+
+# -- across processes: branch reservations and pops serialize on the write lock --------
+
+
+def _branch_in_process(
+    db: str, name: str | None, worker: str, hold: bool, checked: Any, release: Any, out: Any
+) -> None:
+    """Create a branch from turn 2; the first name check signals and may hold its transaction."""
+    from nexus_store.store.agent_sessions import AgentSessions
+
+    session = NexusAdvancedSession("s", db)
+    real = AgentSessions.add_branch
+
+    def add_branch(self: AgentSessions, *args: Any) -> bool:
+        added = real(self, *args)
+        if not checked.is_set():
+            checked.set()
+            if hold and not release.wait(30):
+                raise TimeoutError("not released")
+        return added
+
+    try:
+        with (
+            patch.object(AgentSessions, "add_branch", add_branch),
+            patch("time.time", return_value=1_700_000_000.0),
+        ):
+            branch = asyncio.run(session.create_branch_from_turn(2, name))
+        asyncio.run(session.add_items([{"role": "user", "content": f"{worker} item"}]))
+        out.put((worker, "ok", branch))
+    except ValueError as err:
+        out.put((worker, "error", str(err)))
+    finally:
+        session.close()
+
+
+def _pop_in_process(db: str, start: Any, out: Any) -> None:
+    session = NexusAdvancedSession("s", db)
+    try:
+        start.wait(30)
+        out.put(asyncio.run(session.pop_item()))
+    finally:
+        session.close()
+
+
+ITEMS = [
+    {"role": "user", "content": "one"},
+    {"role": "assistant", "content": "first"},
+    {"role": "user", "content": "two"},
+    {"role": "assistant", "content": "second"},
+]
+
+
+@pytest.mark.slow
+class TestAcrossProcesses:
+    @pytest.mark.parametrize("name", [None, "shared"])
+    def test_branch_reservations_serialize(self, tmp_path: Path, name: str | None) -> None:
+        db = tmp_path / "b.db"
+        setup = NexusAdvancedSession("s", db)
+        asyncio.run(setup.add_items(ITEMS))
+        setup.close()
+        ctx = multiprocessing.get_context("spawn")
+        out, release = ctx.Queue(), ctx.Event()
+        checked = [ctx.Event(), ctx.Event()]
+        workers = [
+            ctx.Process(
+                target=_branch_in_process,
+                args=(str(db), name, worker, hold, event, release, out),
+            )
+            for worker, hold, event in (("first", True, checked[0]), ("second", False, checked[1]))
+        ]
+        try:
+            workers[0].start()
+            assert checked[0].wait(60)  # the first holds its reservation, uncommitted
+            workers[1].start()
+            # the second cannot check its name while the first's transaction is open
+            assert not checked[1].wait(3)
+            release.set()
+            results = sorted(out.get(timeout=60) for _ in workers)
+            for worker in workers:
+                worker.join(30)
+                assert worker.exitcode == 0
+        finally:
+            release.set()
+            for worker in workers:
+                if worker.is_alive():
+                    worker.terminate()
+        if name is None:
+            assert [r[1:] for r in results] == [
+                ("ok", "branch_from_turn_2_1700000000"),
+                ("ok", "branch_from_turn_2_1700000000_2"),
+            ]
+        else:
+            assert [r[1] for r in results] == ["ok", "error"]
+            assert "already been used" in results[1][2]
+        check = NexusAdvancedSession("s", db)
+        try:
+            for worker, outcome, branch in results:
+                if outcome == "ok":
+                    assert asyncio.run(check.get_items(branch_id=branch)) == [
+                        *ITEMS[:2],
+                        {"role": "user", "content": f"{worker} item"},
+                    ]
+            assert asyncio.run(check.get_items(branch_id="main")) == ITEMS
+        finally:
+            check.close()
+
+    def test_two_processes_never_pop_the_same_item(self, tmp_path: Path) -> None:
+        db = tmp_path / "p.db"
+        setup = NexusAdvancedSession("s", db)
+        asyncio.run(setup.add_items(ITEMS[:1]))
+        setup.close()
+        ctx = multiprocessing.get_context("spawn")
+        out, start = ctx.Queue(), ctx.Event()
+        workers = [ctx.Process(target=_pop_in_process, args=(str(db), start, out)) for _ in "ab"]
+        for worker in workers:
+            worker.start()
+        start.set()
+        popped = [out.get(timeout=60) for _ in workers]
+        for worker in workers:
+            worker.join(30)
+        assert sorted(popped, key=str) == [None, ITEMS[0]]
+
+
+class TestFindTurnsByContent:
+    TURNS = (
+        "What is the WEATHER in Oslo?",
+        "100% sure_thing",
+        "Été à Paris",
+        "été à Lyon",
+        "plain words",
+    )
+    TERMS = ("eath", "weather", "100%", "0%", "_thing", "1_0", "%", "Été", "été", "x", "à")
+
+    def test_matches_advanced_sqlite_session_term_for_term(self, tmp_path: Path) -> None:
+        async def go(session: Any) -> dict[str, list[int]]:
+            for text in self.TURNS:
+                await session.add_items([{"role": "user", "content": text}])
+                await session.add_items([{"role": "assistant", "content": "weather " + text}])
+            await session.add_items(
+                [{"role": "user", "content": [{"type": "input_text", "text": "parted eath"}]}]
+            )
+            found = {
+                t: [m["turn"] for m in await session.find_turns_by_content(t)] for t in self.TERMS
+            }
+            session.close()
+            return found
+
+        theirs = asyncio.run(
+            go(AdvancedSQLiteSession(session_id="s", db_path=tmp_path / "a.db", create_tables=True))
+        )
+        ours = asyncio.run(go(NexusAdvancedSession("s", tmp_path / "n.db")))
+        assert theirs["eath"] == [1, 6]  # inside a word, any case, in a content part
+        assert theirs["%"] == [2] and theirs["1_0"] == []  # LIKE's wildcards are literal
+        assert theirs["Été"] == [3]  # non-ASCII case is not folded
+        assert ours == theirs

@@ -14,6 +14,8 @@ saying why.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -448,6 +450,57 @@ def test_two_openclaw_processes_on_one_database(openclaw: OpenClaw) -> None:
             )[0][0]
             == 1
         )
+
+
+def test_turns_run_without_the_engine_are_stored_once(openclaw: OpenClaw) -> None:
+    """A turn OpenClaw runs on its legacy engine (here: selected for that turn, as after an
+    uninstall or a failed engine load) and a turn whose service is down (its commit stays
+    in OpenClaw's outbox) are both in the database afterwards, each exactly once, in
+    order, and the next turn's model request shows them."""
+    oc = openclaw
+    key = "agent:main:outage"
+    oc.turn("outage", "On nexus_store (turn R1)")
+    assert oc.run("config", "set", "plugins.slots.contextEngine", "legacy").returncode == 0
+    try:
+        oc.turn("outage", "On the legacy engine (turn R2)")
+    finally:
+        selected = oc.run("config", "set", "plugins.slots.contextEngine", "nexus-store")
+        assert selected.returncode == 0, selected.stderr
+    # the service stops and cannot start again for one turn: a lock it cannot take
+    with open(f"{oc.db}.service.lock", "a+") as lock:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:  # a service holds it (stopping, or started again)
+                assert time.monotonic() < deadline, "the service did not stop"
+                with contextlib.suppress(OSError, ValueError):  # gone meanwhile
+                    os.kill(oc.service_pid(), signal.SIGTERM)
+                time.sleep(0.2)
+        down = oc.run(
+            "agent", "--local", "--session-key", "outage", "--message", "Service down (turn R3)"
+        )
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert "durable turn advancement remains queued" in down.stderr, down.stderr[-3000:]
+    oc.turn("outage", "Back again (turn R4)")
+    fourth = oc.request_for("turn R4")
+    seen = "\n".join(user_texts(fourth))
+    assert "turn R2" in seen and "turn R3" in seen, "turn R4 did not see R2 and R3"
+    rows = oc.sql(
+        "select m.text from messages m join turns t on t.id = m.turn_id join engine_sessions e "
+        "on e.session_id = t.session_id where e.session_key = ? and m.role = 'user' "
+        "order by t.seq, m.idx",
+        key,
+    )
+    markers = ["turn R1", "turn R2", "turn R3", "turn R4"]
+    assert [m for (text,) in rows for m in markers if m in text] == markers, rows
+    replies = oc.sql(
+        "select count(*) from messages m join turns t on t.id = m.turn_id join engine_sessions e "
+        "on e.session_id = t.session_id where e.session_key = ? and m.role = 'assistant'",
+        key,
+    )[0][0]
+    assert replies == 4
 
 
 def test_uninstall_puts_the_previous_engine_back(openclaw: OpenClaw) -> None:

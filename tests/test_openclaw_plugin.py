@@ -172,3 +172,75 @@ def test_service_error_reaches_openclaw_as_one_line(tmp_path: Path) -> None:
         stop_service(db)
     assert "advancementKey" in message and "HTTP 400" in message and "\n" not in message
     assert "service log" in message
+
+
+def test_one_connection_serves_many_calls_and_a_restarted_service_is_found(
+    tmp_path: Path,
+) -> None:
+    """The client keeps its connection and the service's address: a service killed and
+    started again (a new address and pid) is found on the next call, nothing lost."""
+    db = tmp_path / "s.db"
+    body = """
+    const sockets = new Set();
+    const original = client.agent.createConnection.bind(client.agent);
+    client.agent.createConnection = (...args) => { const s = original(...args); sockets.add(s); return s; };
+    for (let i = 0; i < 20; i++) {
+      await engine.commitTurn({ advancementKey: `k${i}`, sessionId: "sid", sessionKey: "agent:main:main", messages });
+    }
+    out(sockets.size);
+    out(JSON.parse(readFileSync(`${db}.service.json`, "utf8")).pid);
+    process.kill(JSON.parse(readFileSync(`${db}.service.json`, "utf8")).pid, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 300));
+    out(await engine.commitTurn({ advancementKey: "k19", sessionId: "sid", sessionKey: "agent:main:main", messages }));
+    out(await engine.commitTurn({ advancementKey: "k20", sessionId: "sid", sessionKey: "agent:main:main", messages }));
+    out(JSON.parse(readFileSync(`${db}.service.json`, "utf8")).pid);
+    """
+    body = 'const { readFileSync } = await import("node:fs");\n' + body
+    try:
+        opened, first_pid, retried, new, second_pid = run_js(
+            tmp_path, body, db=str(db), command=SERVE, messages=MESSAGES
+        )
+    finally:
+        stop_service(db)
+    assert opened == 1  # twenty calls, one connection
+    assert retried == {"status": "duplicate"} and new == {"status": "committed"}
+    assert second_pid != first_pid
+    assert count(db, "select count(*) from turn_commits") == 21
+
+
+def test_a_service_that_exits_at_start_fails_the_call_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    body = """
+    const t0 = Date.now();
+    try {
+      await engine.assemble({ sessionId: "sid", sessionKey: "agent:main:main", messages });
+    } catch (err) {
+      out(err.message);
+    }
+    out(Date.now() - t0);
+    """
+    command = [sys.executable, "-c", "raise SystemExit(3)"]
+    message, ms = run_js(tmp_path, body, db=str(db), command=command, messages=MESSAGES)
+    assert "the service exited (3) before answering" in message, message
+    assert ms < 30_000  # not the 60 s start timeout
+
+
+def test_the_plugin_names_openclaws_own_store(tmp_path: Path) -> None:
+    body = """
+    const { hostStore } = await import(indexUrl);
+    out(hostStore({ agentDir: "/s/agents/main/agent" }, {}));
+    out(hostStore({}, { admission: { storePath: "/x/agents/ops/agent/openclaw-agent.sqlite" } }));
+    out(hostStore({}, { sessionTarget: { storePath: "/x/agents/ops/sessions/sessions.json" }, sessionKey: "agent:ops:main" }));
+    """
+    index = (openclaw_plugin_dir() / "index.js").as_uri()
+    env_state = tmp_path / "state"
+    os.environ["OPENCLAW_STATE_DIR"] = str(env_state)
+    try:
+        lines = run_js(tmp_path, body, db=str(tmp_path / "s.db"), command=SERVE, indexUrl=index)
+    finally:
+        del os.environ["OPENCLAW_STATE_DIR"]
+    assert lines == [
+        "/s/agents/main/agent/openclaw-agent.sqlite",
+        "/x/agents/ops/agent/openclaw-agent.sqlite",
+        str(env_state / "agents" / "ops" / "agent" / "openclaw-agent.sqlite"),
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,8 +34,10 @@ from nexus_store.service.runner import (
     ensure_running,
     read_token,
     running,
+    state_dir,
 )
 from nexus_store.store.engine_sessions import EngineSessions
+from nexus_store.store.pg import redact
 
 TOKEN = "test-token"
 LOCAL = ("127.0.0.1", 50000)
@@ -491,6 +494,81 @@ class TestPostgres:
                 "/v1/assemble", json={"sessionKey": "agent:main:c", "messages": []}
             ).json()
             assert child["messages"][0]["content"] == "q1"
+
+    @pytest.mark.slow
+    def test_serve_runs_on_a_postgresql_url(
+        self, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`nexus-store --db postgresql://... serve`: its files live in the state folder
+        under a key of the URL; the Python client and the plugin's Node client find it."""
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        files = ServiceFiles.of(pg_url)
+        assert files.base.parent == state_dir(pg_url)
+        assert files.base.parent.parent == tmp_path / "state" / "nexus_store" / "services"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nexus_store", "--db", pg_url, "serve", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while (info := running(files)) is None:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.1)
+            assert info.database == redact(pg_url) and info.pid == proc.pid
+            assert files.token.stat().st_mode & 0o777 == 0o600
+            assert files.base.parent.stat().st_mode & 0o777 == 0o700
+            assert running(files) is not None
+            with ServiceClient(pg_url) as c:
+                for status in ("committed", "duplicate"):
+                    done = c.call(
+                        "commitTurn",
+                        {
+                            "advancementKey": "pg-a1",
+                            "sessionKey": "agent:main:pg",
+                            "messages": [user("on postgres"), assistant("yes")],
+                        },
+                    )
+                    assert done["status"] == status
+            second = subprocess.run(
+                [sys.executable, "-m", "nexus_store", "--db", pg_url, "serve", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert second.returncode == 0 and json.loads(second.stdout)["pid"] == proc.pid
+            node = os.environ.get("NEXUS_TEST_NODE") or shutil.which("node")
+            if node:  # the plugin computes the same folder and reaches the same service
+                from nexus_store.integrations import openclaw_plugin_dir
+
+                index = (openclaw_plugin_dir() / "index.js").as_uri()
+                script = (
+                    f"import {{ ServiceClient }} from {json.dumps(index)};\n"
+                    f"const c = new ServiceClient({{ db: {json.dumps(pg_url)}, command: ['false'] }});\n"
+                    "const r = await c.call('assemble', { sessionKey: 'agent:main:pg' });\n"
+                    "console.log(JSON.stringify(r.messages.map((m) => m.role)));\n"
+                )
+                ran = subprocess.run(
+                    [node, "--input-type=module", "-e", script],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                assert ran.returncode == 0, ran.stderr
+                assert json.loads(ran.stdout) == ["user", "assistant"]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        assert running(files) is None
+        with Store(pg_url) as store:
+            assert store.conn.execute("select count(*) from turn_commits").fetchone()[0] == 1
+
+    def test_the_state_folder_of_a_url_ignores_its_password(self) -> None:
+        a = state_dir("postgresql://me:secret@db.local/agents")
+        assert a == state_dir("postgresql://me:other@db.local/agents")
+        assert a != state_dir("postgresql://me@db.local/other")
+        assert "secret" not in str(a)
 
 
 class TestBadInput:

@@ -252,6 +252,29 @@ class TestNotATranscript:
         report = json.loads(result.output)
         assert len(report["sessions"]) == 3 and len(report["not_transcripts"]) == 1
 
+    def test_a_file_whose_format_is_not_known_yet_waits_for_more_lines(
+        self, tmp_path: Path
+    ) -> None:
+        # One unrecognized object line: stored now under a guessed format (pi), the file
+        # would become a second session once its NDJSON lines show which format it is.
+        path = tmp_path / "events.ndjson"
+        path.write_text('{"id": "o0", "type": "note"}\n')
+        with Store(tmp_path / "x.db", counter="chars4") as store:
+            report = sync_paths(store, [path])
+            assert report.not_transcripts == [
+                f"not a transcript: {path} (no line recognized yet; looked at again as it grows)"
+            ]
+            assert store.list_sessions() == []
+            with path.open("a") as f:
+                f.write('{"type": "message", "role": "user", "content": "hi", "timestamp": 1}\n')
+            report = sync_paths(store, [path])
+            assert report.errors == [] and report.not_transcripts == []
+            sessions = store.list_sessions()
+            assert len(sessions) == 1
+            assert sessions[0].source_format == "ndjson"
+            messages = store.context(sessions[0].id).messages
+            assert [(m["role"], m["content"]) for m in messages] == [("user", "hi")]
+
 
 class TestDefaults:
     def test_each_tool_location_and_its_override(self, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import click
 from nexus_store.cli._common import echo_json, json_option
 from nexus_store.cli.service import database_file
 from nexus_store.errors import NexusError
+from nexus_store.store.pg import redact
 
 __all__ = ["openclaw"]
 
@@ -64,7 +65,10 @@ def _config_get(command: list[str], path: str) -> Any:
 
 
 def _plugin_config(
-    database: Path, summarizer: str | None, previous: str, keep_recent: int | None = None
+    database: Path | str,
+    summarizer: str | None,
+    previous: str,
+    keep_recent: int | None = None,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {
         "db": str(database),
@@ -139,7 +143,7 @@ def install(
     """
     from nexus_store.integrations import openclaw_plugin_dir
 
-    database = database_file(ctx).resolve()
+    database = database_file(ctx)
     plugin_dir = openclaw_plugin_dir()
     command = _openclaw_command(openclaw_cmd)
     if command is None:
@@ -166,12 +170,13 @@ def install(
         "--strict-json",
     )
     _run(command, "config", "set", "plugins.slots.contextEngine", PLUGIN_ID)
-    result = {"plugin": str(plugin_dir), "database": str(database), "previousEngine": previous}
+    shown = redact(database) if isinstance(database, str) else str(database)
+    result = {"plugin": str(plugin_dir), "database": shown, "previousEngine": previous}
     if as_json:
         echo_json(result)
     else:
         click.echo(f"installed {PLUGIN_ID} from {plugin_dir}")
-        click.echo(f"context engine: {PLUGIN_ID} (was {previous}); database {database}")
+        click.echo(f"context engine: {PLUGIN_ID} (was {previous}); database {shown}")
         click.echo("restart the OpenClaw gateway for it to take effect")
 
 

@@ -13,14 +13,10 @@ from nexus_store.errors import NexusError
 __all__ = ["serve"]
 
 
-def database_file(ctx: click.Context) -> Path:
-    """The --db target as a file path (the service keeps its files beside it)."""
+def database_file(ctx: click.Context) -> Path | str:
+    """The --db target: a resolved file path, or a ``postgresql://`` URL as given."""
     target = ctx.find_root().params["db"] or default_db_path()
-    if isinstance(target, str):
-        raise click.UsageError(
-            "the service runs on a database file (its token and lock live beside it), not a URL"
-        )
-    return Path(target)
+    return target if isinstance(target, str) else Path(target).resolve()
 
 
 @click.command()
@@ -62,7 +58,9 @@ def serve(
 
     Listens on 127.0.0.1 and on the Unix socket DB.sock, one service per
     database (DB.service.lock), until SIGTERM or Ctrl-C. Every request needs
-    the bearer token in DB.token (created 0600). The OpenAPI description is at
+    the bearer token in DB.token (created 0600). For a postgresql:// URL these
+    files are in ~/.local/state/nexus_store/services/KEY/ ($XDG_STATE_HOME; KEY
+    hashes the URL without its password). The OpenAPI description is at
     /openapi.json. If a service already runs on the database, this says where
     and exits 0. The OpenClaw plugin starts it by itself when none answers.
 
@@ -72,11 +70,12 @@ def serve(
         nexus-store --db ~/agents.db serve --port 8765
         nexus-store serve --status --json
         nexus-store serve --stop
+        nexus-store --db postgresql://me@localhost/agents serve
     """
     from nexus_store.service.runner import ServiceFiles, running
 
     database = database_file(ctx)
-    files = ServiceFiles(database.resolve())
+    files = ServiceFiles.of(database)
     if stop:
         from nexus_store.service.runner import stop_service
 
@@ -84,7 +83,7 @@ def serve(
         if as_json:
             echo_json(None if stopped is None else stopped.__dict__)
         elif stopped is None:
-            click.echo(f"no service runs on {files.database}")
+            click.echo(f"no service runs on {files.label}")
         else:
             click.echo(f"stopped the service of {stopped.database} (pid {stopped.pid})")
         return
@@ -93,7 +92,7 @@ def serve(
         if as_json:
             echo_json(None if info is None else info.__dict__)
         elif info is None:
-            click.echo(f"no service runs on {files.database}")
+            click.echo(f"no service runs on {files.label}")
         else:
             click.echo(
                 f"serving {info.database} at {info.url} (socket {info.socket}, pid {info.pid})"
@@ -111,7 +110,7 @@ def serve(
         if as_json:
             echo_json(info.__dict__)
         else:
-            click.echo(f"serving {files.database} at {info.url} (pid {info.pid}); Ctrl-C stops")  # type: ignore[attr-defined]
+            click.echo(f"serving {files.label} at {info.url} (pid {info.pid}); Ctrl-C stops")  # type: ignore[attr-defined]
 
     try:
         other = run_service(database, host=host, port=port, summarizer=summarizer, ready=ready)

@@ -25,9 +25,15 @@ from typing import Any, BinaryIO
 
 from nexus_store.errors import TranscriptError
 from nexus_store.formats.base import LineReader, ParsedEntry, ParsedSession, Problem
-from nexus_store.formats.claude_code import parse_claude_code, resume_claude_code
-from nexus_store.formats.codex import parse_codex
-from nexus_store.formats.ndjson import collect_boundaries, parse_ndjson, write_ndjson
+from nexus_store.formats.claude_code import UsageCheck, parse_claude_code, resume_claude_code
+from nexus_store.formats.codex import parse_codex, resume_codex
+from nexus_store.formats.ndjson import (
+    BoundaryLookup,
+    collect_boundaries,
+    parse_ndjson,
+    resume_ndjson,
+    write_ndjson,
+)
 from nexus_store.formats.pi import apply_patch, parse_pi, parse_pi_tail, write_pi
 from nexus_store.formats.sniff import NotATranscript, check_transcript
 
@@ -37,6 +43,7 @@ __all__ = [
     "ParsedEntry",
     "ParsedSession",
     "Problem",
+    "UsageCheck",
     "apply_patch",
     "check_transcript",
     "detect_format",
@@ -126,6 +133,11 @@ def detect_format(first_lines: list[bytes]) -> str:
         One of `FORMATS`: ``pi``, ``ndjson``, ``claude_code`` or ``codex``; ``pi``
         when no line is recognized (an empty file, for instance).
     """
+    return _voted_format(first_lines) or "pi"
+
+
+def _voted_format(first_lines: list[bytes]) -> str | None:
+    """The format the first recognized line votes for, or None when none is recognized."""
     for line in first_lines:
         obj = _first_object(line)
         if obj is None:
@@ -133,7 +145,7 @@ def detect_format(first_lines: list[bytes]) -> str:
         vote = _vote(obj)
         if vote is not None:
             return vote
-    return "pi"
+    return None
 
 
 def _check_format(format: str | None) -> str | None:
@@ -148,7 +160,12 @@ def _check_format(format: str | None) -> str | None:
 
 
 def parse_stream(
-    stream: BinaryIO, name: str, *, format: str | None = None, strict: bool = False
+    stream: BinaryIO,
+    name: str,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    usage_check: UsageCheck | None = None,
 ) -> Iterator[ParsedSession]:
     """Read a transcript from a binary stream (a file, or stdin).
 
@@ -161,6 +178,8 @@ def parse_stream(
             the content has none.
         format: Force a format (one of `FORMATS`); detected from content if None.
         strict: Raise at the first problem instead of repairing or skipping.
+        usage_check: Claude Code: which API responses another session of the store
+            already carries the usage of (see `UsageCheck`).
 
     Yields:
         One `ParsedSession` per file; its ``entries`` are lazy and fill
@@ -178,6 +197,9 @@ def parse_stream(
         if len(head) >= _DETECT_LINES:
             break
     fmt = chosen or detect_format(head)
+    # A format guessed from fewer lines than detection reads, none of them recognized,
+    # may change as the file grows (see ParsedSession.format_guessed).
+    settled = chosen is not None or len(head) >= _DETECT_LINES or _voted_format(head) is not None
     lines: Iterable[bytes]
     if seekable:
         stream.seek(start)
@@ -188,11 +210,12 @@ def parse_stream(
         spool.writelines(head)
         shutil.copyfileobj(stream, spool)
         spool.seek(0)
-        yield from _parse(spool, name, fmt, strict, spool)
+        yield from _parse(spool, name, fmt, strict, spool, usage_check=usage_check, settled=settled)
         return
     else:
         lines = itertools.chain(head, stream)
-    yield from _parse(lines, name, fmt, strict, None, stream if seekable else None)
+    seekable_stream = stream if seekable else None
+    yield from _parse(lines, name, fmt, strict, None, seekable_stream, usage_check, settled)
 
 
 def _seekable(stream: BinaryIO) -> bool:
@@ -209,6 +232,8 @@ def _parse(
     strict: bool,
     owned: BinaryIO | None,
     seekable: BinaryIO | None = None,
+    usage_check: UsageCheck | None = None,
+    settled: bool = True,
 ) -> Iterator[ParsedSession]:
     problems: list[Problem] = []
     if fmt == "ndjson":
@@ -217,14 +242,13 @@ def _parse(
     reader = LineReader(lines, name, problems, strict=strict)
     if fmt == "pi":
         session = parse_pi(reader)
-        if session.source_version is not None and session.source_version >= 2:
-            session.resume = {"header": session.header}
     elif fmt == "ndjson":
         session = parse_ndjson(reader, boundaries)
     elif fmt == "claude_code":
-        session = parse_claude_code(reader)
+        session = parse_claude_code(reader, usage_check)
     else:
         session = parse_codex(reader)
+    session.format_guessed = not settled
     if session.resume is not None:
         session.entries = _counting(session.entries, session, reader)
     if owned is not None:
@@ -236,10 +260,10 @@ def _counting(
     entries: Iterator[ParsedEntry], session: ParsedSession, reader: LineReader
 ) -> Iterator[ParsedEntry]:
     yield from entries
-    assert session.resume is not None
-    # Where a read of the following lines starts: the next object ordinal and line.
-    session.resume["objects"] = reader.count
-    session.resume["lines"] = reader.last_line
+    if session.resume is not None:  # None: the reader found it cannot be continued
+        # Where a read of the following lines starts: the next object ordinal and line.
+        session.resume["objects"] = reader.count
+        session.resume["lines"] = reader.last_line
 
 
 def parse_tail(
@@ -250,19 +274,29 @@ def parse_tail(
     *,
     first_line: int,
     strict: bool = False,
+    boundary_after: BoundaryLookup | None = None,
+    usage_check: UsageCheck | None = None,
 ) -> ParsedSession:
     """Read the lines after a checkpoint of a transcript read before (sync).
 
-    Only formats whose `ParsedSession.resume` was set can be continued this way (pi
-    v2/v3 and Claude Code); the others are re-read whole.
+    Every format can be continued from the ``resume`` of a read that ended after a
+    complete line (a Codex rollout whose header is not known yet cannot: its
+    ``resume`` is None and it is read whole). Reading a file whole, or its start and
+    then the rest this way, gives the same entries.
 
     Args:
-        lines: The raw lines after the checkpoint (complete lines only).
+        lines: The raw lines after the checkpoint (complete lines only); a seekable
+            binary stream for NDJSON (its compaction boundaries are pre-scanned).
         name: The file name, for problems.
         format: The format of the earlier read.
         resume: The earlier read's ``resume`` (header, parser state, objects read).
         first_line: The line number of the first of ``lines`` in the file.
         strict: Raise at the first problem instead of repairing or skipping.
+        boundary_after: NDJSON: finds, among the entries stored before the
+            checkpoint, the message that follows a boundary message (see
+            `nexus_store.formats.ndjson.BoundaryLookup`); without it such a
+            boundary is reported as not found.
+        usage_check: Claude Code: as for `parse_stream`.
 
     Returns:
         The session, with the same source id as the earlier read; ``resume`` is
@@ -273,16 +307,27 @@ def parse_tail(
     """
     problems: list[Problem] = []
     objects = int(resume.get("objects", 0))
+    boundaries = _tail_boundaries(lines) if format == "ndjson" else set()
     reader = LineReader(lines, name, problems, strict=strict, first_line=first_line, count=objects)
     if format == "pi":
-        session = parse_pi_tail(reader, resume["header"])
-        session.resume = {"header": resume["header"]}
+        session = parse_pi_tail(reader, resume)
     elif format == "claude_code":
-        session = resume_claude_code(reader, resume)
+        session = resume_claude_code(reader, resume, usage_check)
+    elif format == "codex":
+        session = resume_codex(reader, resume)
+    elif format == "ndjson":
+        session = resume_ndjson(reader, resume, boundaries, boundary_after)
     else:
         raise TranscriptError(f"a {format} transcript cannot be read from a checkpoint")
     session.entries = _counting(session.entries, session, reader)
     return session
+
+
+def _tail_boundaries(lines: Iterable[bytes]) -> set[str]:
+    stream: Any = lines
+    if not _seekable(stream):
+        raise TranscriptError("an NDJSON transcript is continued from a seekable stream only")
+    return collect_boundaries(stream)
 
 
 def _closing(entries: Iterator[ParsedEntry], handle: BinaryIO) -> Iterator[ParsedEntry]:
@@ -298,6 +343,7 @@ def parse_file(
     format: str | None = None,
     strict: bool = False,
     on_open: Callable[[BinaryIO], None] | None = None,
+    usage_check: UsageCheck | None = None,
 ) -> Iterator[ParsedSession]:
     """Read a transcript file.
 
@@ -311,6 +357,7 @@ def parse_file(
             or skipping.
         on_open: Called with the open file, whose position then tells how far
             reading has come (the import's progress inside one file).
+        usage_check: Claude Code: as for `parse_stream`.
 
     Yields:
         One `ParsedSession` (entries lazy; problems filled while they are read).
@@ -324,7 +371,10 @@ def parse_file(
     if on_open is not None:
         on_open(handle)
     try:
-        for session in parse_stream(handle, str(path), format=chosen, strict=strict):
+        sessions = parse_stream(
+            handle, str(path), format=chosen, strict=strict, usage_check=usage_check
+        )
+        for session in sessions:
             session.entries = _closing(session.entries, handle)
             yield session
     except Exception:

@@ -102,6 +102,9 @@ class ParsedSession:
             what a later read of the lines after the last one needs (header, parser
             state, ``objects`` read so far), complete once ``entries`` is exhausted;
             None for formats that are re-read whole.
+        format_guessed: The format was a guess: fewer lines than detection reads,
+            none of them recognized. It may change as the file grows, so sync waits
+            before storing such a file; import stores it as guessed.
     """
 
     path: str
@@ -113,6 +116,32 @@ class ParsedSession:
     entries: Iterator[ParsedEntry]
     problems: list[Problem] = field(default_factory=list)
     resume: dict[str, Any] | None = None
+    format_guessed: bool = False
+
+    @classmethod
+    def continued(
+        cls, path: str, source_format: str, resume: dict[str, Any], problems: list[Problem]
+    ) -> ParsedSession:
+        """The session of a file read on from a checkpoint (its ``entries`` set by the caller).
+
+        Args:
+            path: The file.
+            source_format: Its format.
+            resume: The earlier read's ``resume`` (``source_id``, ``header``, and
+                ``parent_source_id`` where the format has one); copied.
+            problems: Where problems of the new lines go (the reader's list).
+        """
+        return cls(
+            path=path,
+            source_format=source_format,
+            source_version=None,
+            source_id=resume["source_id"],
+            header=resume["header"],
+            parent_source_id=resume.get("parent_source_id"),
+            entries=iter(()),
+            problems=problems,
+            resume=dict(resume),
+        )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

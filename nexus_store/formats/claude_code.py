@@ -18,7 +18,9 @@ many without a uuid. How they map:
   the first piece of a response carries ``usage`` in its pi message, so usage and
   cost are counted once (the repeats keep theirs in ``ccMessage.usage``). The
   responses seen are part of the state a sync resumes from, so this holds across
-  syncs of a growing file too.
+  syncs of a growing file too. Across files (a resumed session copies earlier
+  history into a new file), a `UsageCheck` given by the store tells which
+  responses another session already carries: those get no ``usage`` either.
 * ``compact_boundary`` system lines start a new root in Claude Code; their parentId
   becomes ``logicalParentUuid`` so the tree stays connected (the written
   ``parentUuid`` is kept as an extra key). The ``isCompactSummary`` user record
@@ -49,7 +51,14 @@ from nexus_store.formats.base import (
     source_id_from_name,
 )
 
-__all__ = ["convert_blocks", "convert_usage", "parse_claude_code", "resume_claude_code"]
+__all__ = [
+    "UsageCheck",
+    "convert_blocks",
+    "convert_usage",
+    "parse_claude_code",
+    "response_key",
+    "resume_claude_code",
+]
 
 _AGENT_FILE = re.compile(r"agent-[0-9A-Za-z]+")  # sub-agent transcript: agent-<agentId>.jsonl
 _PEEK = 200  # records read ahead to find the session id
@@ -59,6 +68,10 @@ _RECENT = 512  # tool names remembered (bounded: memory stays flat)
 # repeat the message id and request id, usually within a few lines, so a bounded
 # memory of recent ones suffices.
 _SEEN = 2048
+UsageCheck = Callable[[str, str], bool]
+"""Called as check(source_id, response key): whether another session of the store
+already carries that API response's usage (then this read gives it none)."""
+
 _STOP_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -68,11 +81,27 @@ _STOP_REASONS = {
 }
 
 
-def parse_claude_code(reader: LineReader) -> ParsedSession:
+def response_key(message_id: Any, request_id: Any) -> str | None:
+    """The key of one API response: its message id and, where written, its request id.
+
+    As ccusage keys its de-duplication. None when the message has no string id.
+
+    Args:
+        message_id: The API message's ``id``.
+        request_id: The line's ``requestId``.
+    """
+    if not isinstance(message_id, str):
+        return None
+    return message_id if not isinstance(request_id, str) else f"{message_id}:{request_id}"
+
+
+def parse_claude_code(reader: LineReader, usage_check: UsageCheck | None = None) -> ParsedSession:
     """Read a Claude Code session file.
 
     Args:
         reader: A `LineReader` over the file.
+        usage_check: Tells which responses another session already carries the
+            usage of (None: count within this file only).
 
     Returns:
         The session; its ``entries`` stream lazily.
@@ -117,7 +146,7 @@ def parse_claude_code(reader: LineReader) -> ParsedSession:
         problems=reader.problems,
     )
     session.resume = {"source_id": source_id, "header": header, "parent_source_id": parent}
-    session.entries = _entries(reader, session, _State())
+    session.entries = _entries(reader, session, _State(), usage_check)
     return session
 
 
@@ -253,7 +282,8 @@ def _assistant_message(
     names: BoundedMap,
     seen: BoundedMap,
     ms: int | None,
-    request_id: Any = None,
+    request_id: Any,
+    elsewhere: Callable[[str], bool] | None,
 ) -> dict[str, Any]:
     content = api.get("content")
     if isinstance(content, str):
@@ -264,13 +294,8 @@ def _assistant_message(
     message["provider"] = "anthropic"
     if isinstance(api.get("model"), str):
         message["model"] = api["model"]
-    message_id = api.get("id")
-    key = None
-    if isinstance(message_id, str):
-        # One API response: its message id and, where written, its request id (as
-        # ccusage keys its de-duplication).
-        key = message_id if not isinstance(request_id, str) else f"{message_id}:{request_id}"
-    first_piece = not (key is not None and key in seen)
+    key = response_key(api.get("id"), request_id)
+    first_piece = key is None or (key not in seen and (elsewhere is None or not elsewhere(key)))
     if key is not None:
         seen.remember(key, key)
     usage = api.get("usage")
@@ -330,34 +355,32 @@ class _State:
         return state
 
 
-def resume_claude_code(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
+def resume_claude_code(
+    reader: LineReader, resume: dict[str, Any], usage_check: UsageCheck | None = None
+) -> ParsedSession:
     """Read the lines after a checkpoint of a Claude Code file read before.
 
     Args:
         reader: A `LineReader` over the new lines (starting at the checkpoint's line
             and object count).
         resume: The ``resume`` of the earlier `ParsedSession`.
+        usage_check: As for `parse_claude_code`.
 
     Returns:
         The session (same source id and header); its ``entries`` stream lazily.
     """
-    session = ParsedSession(
-        path=reader.path,
-        source_format="claude_code",
-        source_version=None,
-        source_id=resume["source_id"],
-        header=resume["header"],
-        parent_source_id=resume.get("parent_source_id"),
-        entries=iter(()),
-        problems=reader.problems,
-    )
-    session.resume = dict(resume)
-    session.entries = _entries(reader, session, _State.load(resume.get("state", {})))
+    session = ParsedSession.continued(reader.path, "claude_code", resume, reader.problems)
+    state = _State.load(resume.get("state", {}))
+    session.entries = _entries(reader, session, state, usage_check)
     return session
 
 
-def _entries(reader: LineReader, session: ParsedSession, state: _State) -> Iterator[ParsedEntry]:
+def _entries(
+    reader: LineReader, session: ParsedSession, state: _State, usage_check: UsageCheck | None
+) -> Iterator[ParsedEntry]:
     make_id = id_generator(session.source_id)
+    source_id = session.source_id
+    elsewhere = None if usage_check is None else (lambda key: usage_check(source_id, key))
     for line, obj in reader:
         has_uuid = isinstance(obj.get("uuid"), str) and bool(obj["uuid"])
         entry = _entry(
@@ -368,6 +391,7 @@ def _entries(reader: LineReader, session: ParsedSession, state: _State) -> Itera
             state.linked if has_uuid else state.previous,
             state.names,
             state.seen,
+            elsewhere,
         )
         if obj.get("subtype") == "compact_boundary":
             meta = obj.get("compactMetadata")
@@ -396,6 +420,7 @@ def _entry(
     previous: str | None,
     names: BoundedMap,
     seen: BoundedMap,
+    elsewhere: Callable[[str], bool] | None,
 ) -> dict[str, Any]:
     kind = obj.get("type")
     uuid = obj.get("uuid")
@@ -432,7 +457,7 @@ def _entry(
         rest["timestamp"] = timestamp
     ms = iso_to_epoch_ms(timestamp) if isinstance(timestamp, str) else None
     if kind in ("user", "assistant") and "message" in obj:
-        _message_fields(reader, line, obj, entry, rest, names, seen, ms)
+        _message_fields(reader, line, obj, entry, rest, names, seen, ms, elsewhere)
         if entry["type"] != kind:
             entry["ccType"] = kind
     add_extras(entry, rest)
@@ -448,6 +473,7 @@ def _message_fields(
     names: BoundedMap,
     seen: BoundedMap,
     ms: int | None,
+    elsewhere: Callable[[str], bool] | None,
 ) -> None:
     api = rest.pop("message")
     if not isinstance(api, dict):
@@ -471,7 +497,7 @@ def _message_fields(
         return
     if obj.get("type") == "assistant":
         entry["type"] = "message"
-        entry["message"] = _assistant_message(api, names, seen, ms, obj.get("requestId"))
+        entry["message"] = _assistant_message(api, names, seen, ms, obj.get("requestId"), elsewhere)
     else:
         entry["type"] = "message"
         messages = _user_messages(content, names, ms)

@@ -14,6 +14,11 @@ entries. ``response_item`` payloads map to pi messages:
 * ``function_call_output``/``custom_tool_call_output`` -> ``toolResult``.
 * ``reasoning`` -> an assistant message with ``thinking`` blocks.
 
+A sync continues a grown rollout from its checkpoint (`resume_codex`): the entry ids
+depend only on each line's object ordinal, so what the next line needs is the header,
+the previous entry's id and the recent tool names, all kept in ``resume``; reading a
+file whole or in pieces gives the same entries.
+
 ``compacted`` becomes a ``compaction`` entry (summary = ``payload.message``, no
 firstKeptEntryId). ``event_msg``, ``turn_context`` and any other line type are kept
 as entries of their own type with their payload. The line's ``type``/``payload``
@@ -37,7 +42,7 @@ from nexus_store.formats.base import (
     source_id_from_name,
 )
 
-__all__ = ["parse_codex"]
+__all__ = ["parse_codex", "resume_codex"]
 
 _PEEK = 50
 _TEXT_BLOCKS = {"input_text", "output_text", "text", "summary_text"}
@@ -72,16 +77,63 @@ def parse_codex(reader: LineReader) -> ParsedSession:
     header["id"] = source_id
     header.setdefault("cwd", "")
     parent = meta.get("parent_thread_id") if isinstance(meta, dict) else None
-    return ParsedSession(
+    session = ParsedSession(
         path=reader.path,
         source_format="codex",
         source_version=None,
         source_id=source_id,
         header=header,
         parent_source_id=parent if isinstance(parent, str) and parent else None,
-        entries=_entries(reader, source_id, meta_line),
+        entries=iter(()),
         problems=reader.problems,
     )
+    session.resume = {
+        "source_id": source_id,
+        "header": header,
+        "parent_source_id": session.parent_source_id,
+    }
+    # With no session_meta among fewer than _PEEK objects, a later line may still
+    # bring one (and change the header): such a file is read whole until then.
+    session.entries = _entries(reader, session, _State(), meta_line, meta_line is not None)
+    return session
+
+
+def resume_codex(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
+    """Read the lines after a checkpoint of a rollout read before (sync).
+
+    Args:
+        reader: A `LineReader` over the new lines, starting at the checkpoint's line
+            and object count (the generated ids depend on it).
+        resume: The ``resume`` of the earlier `ParsedSession`.
+
+    Returns:
+        The session (same source id and header); its ``entries`` stream lazily.
+    """
+    session = ParsedSession.continued(reader.path, "codex", resume, reader.problems)
+    state = _State.load(resume.get("state", {}))
+    session.entries = _entries(reader, session, state, None, True)
+    return session
+
+
+class _State:
+    """What reading a rollout carries from one line to the next (kept between syncs)."""
+
+    __slots__ = ("names", "previous")
+
+    def __init__(self) -> None:
+        self.previous: str | None = None  # the previous entry's id: the next one's parent
+        self.names = BoundedMap()  # tool-call id -> tool name, for toolResult
+
+    def dump(self) -> dict[str, Any]:
+        return {"previous": self.previous, "names": list(self.names.items())}
+
+    @classmethod
+    def load(cls, data: dict[str, Any]) -> _State:
+        state = cls()
+        state.previous = data.get("previous")
+        for key, value in data.get("names", []):
+            state.names.remember(key, value)
+        return state
 
 
 def _text(block: Any) -> Any:
@@ -170,10 +222,15 @@ def _message(
     return message, used
 
 
-def _entries(reader: LineReader, source_id: str, meta_line: int | None) -> Iterator[ParsedEntry]:
-    make_id = id_generator(source_id)
-    previous: str | None = None
-    names = BoundedMap()
+def _entries(
+    reader: LineReader,
+    session: ParsedSession,
+    state: _State,
+    meta_line: int | None,
+    settled: bool,
+) -> Iterator[ParsedEntry]:
+    make_id = id_generator(session.source_id)
+    names = state.names
     for line, obj in reader:
         kind = obj.get("type")
         if kind == "session_meta" and line == meta_line:
@@ -181,7 +238,7 @@ def _entries(reader: LineReader, source_id: str, meta_line: int | None) -> Itera
             continue
         entry: dict[str, Any] = {"type": kind if isinstance(kind, str) and kind else "unknown"}
         entry["id"] = make_id(reader.count - 1)
-        entry["parentId"] = previous
+        entry["parentId"] = state.previous
         if entry["type"] == "unknown":
             reader.report(
                 line,
@@ -213,5 +270,10 @@ def _entries(reader: LineReader, source_id: str, meta_line: int | None) -> Itera
             rest.pop("payload")
             entry["codexPayload"] = {k: v for k, v in payload.items() if k != "message"}
         add_extras(entry, rest)
-        previous = entry["id"]
+        state.previous = entry["id"]
         yield ParsedEntry(line, entry)
+    if session.resume is not None:
+        if settled or reader.count >= _PEEK:
+            session.resume["state"] = state.dump()
+        else:
+            session.resume = None

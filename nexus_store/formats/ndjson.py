@@ -18,6 +18,12 @@ inverse. Finding "the message after the boundary" needs the boundary ids first: 
 cheap pre-scan collects them (stdin is spooled to a temporary file for that), so
 memory holds only those ids.
 
+A sync continues a grown file from its checkpoint (`resume_ndjson`): the reader's
+state (the previous entry, the last message, the boundaries already resolved) is kept
+in ``resume``, the new bytes are pre-scanned for their own boundaries, and a boundary
+that names a message stored before the checkpoint is resolved by a `BoundaryLookup`
+over the stored entries. Reading whole or in pieces gives the same entries.
+
 Timestamps: numbers become ISO strings; ``sourceTimestamp`` keeps the original
 when the ISO form would not give it back exactly.
 """
@@ -25,7 +31,7 @@ when the ISO form would not give it back exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, TextIO
 
 from nexus_store.formats.base import (
@@ -41,7 +47,14 @@ from nexus_store.formats.base import (
 )
 from nexus_store.formats.pi import split_messages
 
-__all__ = ["COMPACTION_FIELDS", "collect_boundaries", "parse_ndjson", "write_ndjson"]
+__all__ = [
+    "COMPACTION_FIELDS",
+    "BoundaryLookup",
+    "collect_boundaries",
+    "parse_ndjson",
+    "resume_ndjson",
+    "write_ndjson",
+]
 
 # NDJSON field -> pi compaction field.
 COMPACTION_FIELDS = {
@@ -54,6 +67,11 @@ COMPACTION_FIELDS = {
     "customInstruction": "customInstruction",
 }
 _SKIP = {"id", "type", "timestamp"}
+
+BoundaryLookup = Callable[[str], tuple[bool, str | None]]
+"""Called with a boundary id when a sync reads the lines after a checkpoint: returns
+whether a message entry with that id was stored before the checkpoint, and the id of
+the first message entry after it (None if none was stored after it)."""
 
 
 def collect_boundaries(stream: BinaryIO) -> set[str]:
@@ -149,30 +167,97 @@ def parse_ndjson(reader: LineReader, boundaries: set[str]) -> ParsedSession:
         if "timestamp" in probe:
             header["timestamp"] = probe["timestamp"]
     header["cwd"] = ""
-    return ParsedSession(
+    session = ParsedSession(
         path=reader.path,
         source_format="ndjson",
         source_version=None,
         source_id=source_id,
         header=header,
         parent_source_id=None,
-        entries=_entries(reader, source_id, boundaries),
+        entries=iter(()),
         problems=reader.problems,
+        resume={"source_id": source_id, "header": header},
     )
+    session.entries = _entries(reader, session, boundaries, _State(), None)
+    return session
 
 
-def _entries(reader: LineReader, source_id: str, boundaries: set[str]) -> Iterator[ParsedEntry]:
-    make_id = id_generator(source_id)
-    previous: str | None = None
-    after: dict[str, str | None] = {}  # boundary id -> first message after it
-    waiting: list[str] = []
+def resume_ndjson(
+    reader: LineReader,
+    resume: dict[str, Any],
+    boundaries: set[str],
+    lookup: BoundaryLookup | None,
+) -> ParsedSession:
+    """Read the lines after a checkpoint of an NDJSON file read before (sync).
+
+    Args:
+        reader: A `LineReader` over the new lines, starting at the checkpoint's line
+            and object count (generated ids depend on it).
+        resume: The ``resume`` of the earlier `ParsedSession`.
+        boundaries: The boundary ids `collect_boundaries` found in the new lines.
+        lookup: Resolves a boundary that names a message stored before the
+            checkpoint; None reports such a boundary as not found.
+
+    Returns:
+        The session (same source id and header); its ``entries`` stream lazily.
+    """
+    session = ParsedSession.continued(reader.path, "ndjson", resume, reader.problems)
+    state = _State.load(resume.get("state", {}))
+    last = state.last_message
+    if last is not None and last in boundaries and last not in state.after:
+        # The last message before the checkpoint is a boundary only the new lines
+        # name: the first message after it is among them.
+        state.after[last] = None
+        state.waiting.append(last)
+    session.entries = _entries(reader, session, boundaries, state, lookup)
+    return session
+
+
+class _State:
+    """What reading an NDJSON file carries from one line to the next (kept between syncs)."""
+
+    __slots__ = ("after", "last_message", "previous", "waiting")
+
+    def __init__(self) -> None:
+        self.previous: str | None = None  # the previous entry's id: the next one's parent
+        self.last_message: str | None = None  # the last message entry's id
+        self.after: dict[str, str | None] = {}  # boundary id -> first message after it
+        self.waiting: list[str] = []  # boundaries whose next message has not come yet
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "previous": self.previous,
+            "last_message": self.last_message,
+            "after": self.after,
+            "waiting": self.waiting,
+        }
+
+    @classmethod
+    def load(cls, data: dict[str, Any]) -> _State:
+        state = cls()
+        state.previous = data.get("previous")
+        state.last_message = data.get("last_message")
+        state.after = dict(data.get("after", {}))
+        state.waiting = list(data.get("waiting", []))
+        return state
+
+
+def _entries(
+    reader: LineReader,
+    session: ParsedSession,
+    boundaries: set[str],
+    state: _State,
+    lookup: BoundaryLookup | None,
+) -> Iterator[ParsedEntry]:
+    make_id = id_generator(session.source_id)
+    after = state.after
     for line, obj in reader:
         raw_id = obj.get("id")
         entry_id = raw_id if isinstance(raw_id, str) else make_id(reader.count - 1)
         kind = obj.get("type")
         entry: dict[str, Any] = {"type": kind if isinstance(kind, str) else "unknown"}
         entry["id"] = entry_id
-        entry["parentId"] = previous
+        entry["parentId"] = state.previous
         if raw_id is not None and not isinstance(raw_id, str):
             entry["sourceId"] = raw_id
         if not isinstance(kind, str):
@@ -188,18 +273,26 @@ def _entries(reader: LineReader, source_id: str, boundaries: set[str]) -> Iterat
             if ms is not None:
                 message["timestamp"] = ms
             entry["message"] = message
-            for boundary in waiting:
+            for boundary in state.waiting:
                 after[boundary] = entry_id
-            waiting = []
+            state.waiting = []
             if entry_id in boundaries:
                 after[entry_id] = None
-                waiting.append(entry_id)
+                state.waiting.append(entry_id)
+            state.last_message = entry_id
         elif kind == "compaction":
+            named = obj.get("boundaryMessageId")
+            if isinstance(named, str) and named not in after and lookup is not None:
+                stored, first_kept = lookup(named)
+                if stored:  # a message stored before the checkpoint
+                    after[named] = first_kept
             _compaction(reader, line, obj, entry, after)
         else:
             add_extras(entry, {k: v for k, v in obj.items() if k not in _SKIP})
-        previous = entry_id
+        state.previous = entry_id
         yield ParsedEntry(line, entry)
+    if session.resume is not None:
+        session.resume["state"] = state.dump()
 
 
 def _compaction(

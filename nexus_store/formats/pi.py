@@ -6,15 +6,21 @@ A pi file is a header line (``{"type": "session", "version", "id", "timestamp",
 
 * v1 (no ``version``): no ids; file order is the chain; compaction entries keep
   from ``firstKeptEntryIndex``, an index into the file's objects that counts the
-  header. We generate deterministic 8-hex ids (`id_generator`), chain each entry to
-  the previous one and turn the index into ``firstKeptEntryId``.
+  header. We generate deterministic 8-hex ids (`id_generator`, from the object's
+  ordinal), chain each entry to the previous one and turn the index into
+  ``firstKeptEntryId``. A sync continues a grown v1 file from its checkpoint with
+  the previous entry's id (`parse_pi_tail`): the same ids as a whole-file read.
 * v2: ``id``/``parentId`` tree; messages may still use role ``hookMessage``.
 * v3: role ``hookMessage`` renamed ``custom``.
 
 v1 and v2 are read as v3 (no patch: they export as v3). v3 is read as written; where
 an entry had to be normalized (an absent ``parentId`` key, an id that is not a
 string, a missing type) the `ParsedEntry` carries a patch so that export gives the
-source line back exactly. A file with no header (an OpenClaw ``.reset.<ts>``
+source line back exactly. OpenClaw's ``leaf`` entries (navigation controls: "the
+active leaf is now ``targetId``") are stored under their target, as OpenClaw's own
+tree places them (their written ``parentId`` is kept in the patch): entries appended
+under a control continue from the target, and a session whose last entry is a
+control has the target's context. A file with no header (an OpenClaw ``.reset.<ts>``
 leftover) gets a synthesized header and keeps its parent links as written.
 """
 
@@ -101,7 +107,34 @@ def parse_pi(reader: LineReader) -> ParsedSession:
     header, has_header = _header_of(first, reader.path)
     if has_header:
         next(reader)  # the header is not an entry
-    version = _version_of(header, has_header)
+    return _session(reader, header, _version_of(header, has_header), None)
+
+
+def parse_pi_tail(reader: LineReader, resume: dict[str, Any]) -> ParsedSession:
+    """Read the lines after a checkpoint of a pi file whose start was read before (sync).
+
+    Entries of v2/v3 carry their own ids and parent ids, so the lines after a
+    checkpoint read alone give the same entries as a whole-file read. v1 entries
+    get ids from their object ordinal and the previous entry as parent: the reader
+    starts at the checkpoint's line and object count, and ``resume`` holds the
+    previous entry's id, so they match a whole-file read too.
+
+    Args:
+        reader: A `LineReader` over the new lines.
+        resume: The earlier read's ``resume``: the header (``source_id`` is its
+            ``id``) and, for v1, ``previous``.
+
+    Returns:
+        The session; its ``entries`` stream lazily.
+    """
+    header = resume["header"]
+    return _session(reader, header, _version_of(header, True), resume.get("previous"))
+
+
+def _session(
+    reader: LineReader, header: dict[str, Any], version: int, previous: str | None
+) -> ParsedSession:
+    """The session of a pi file (read whole, or from a checkpoint after ``previous``)."""
     raw_id = header.get("id")
     source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
     session = ParsedSession(
@@ -113,41 +146,13 @@ def parse_pi(reader: LineReader) -> ParsedSession:
         parent_source_id=None,
         entries=iter(()),
         problems=reader.problems,
+        resume={"header": header},
     )
     if version == 1:
-        session.entries = _entries_v1(reader, source_id)
+        session.entries = _entries_v1(reader, session, previous)
     else:
         session.entries = _entries_tree(reader, source_id, version)
     return session
-
-
-def parse_pi_tail(reader: LineReader, header: dict[str, Any]) -> ParsedSession:
-    """Read the lines after a checkpoint of a pi v2/v3 file whose header was read before.
-
-    Entries of v2/v3 carry their own ids and parent ids, so the lines after a
-    checkpoint read alone give the same entries as a whole-file read (the reader
-    starts at the checkpoint's line and object count, so generated ids match too).
-
-    Args:
-        reader: A `LineReader` over the new lines.
-        header: The header from the earlier read (``source_id`` is its ``id``).
-
-    Returns:
-        The session; its ``entries`` stream lazily.
-    """
-    version = _version_of(header, True)
-    raw_id = header.get("id")
-    source_id = raw_id if isinstance(raw_id, str) and raw_id else source_id_from_name(reader.path)
-    return ParsedSession(
-        path=reader.path,
-        source_format="pi",
-        source_version=version,
-        source_id=source_id,
-        header=header,
-        parent_source_id=None,
-        entries=_entries_tree(reader, source_id, version),
-        problems=reader.problems,
-    )
 
 
 def _rename_hook_message(entry: dict[str, Any]) -> None:
@@ -171,9 +176,10 @@ def _ensure_type(reader: LineReader, line: int, entry: dict[str, Any]) -> bool:
     return True
 
 
-def _entries_v1(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
-    make_id = id_generator(source_id)
-    previous: str | None = None
+def _entries_v1(
+    reader: LineReader, session: ParsedSession, previous: str | None
+) -> Iterator[ParsedEntry]:
+    make_id = id_generator(session.source_id)
     for line, obj in reader:
         ordinal = reader.count - 1  # index of this object in the file, header = 0
         entry = dict(obj)
@@ -185,6 +191,8 @@ def _entries_v1(reader: LineReader, source_id: str) -> Iterator[ParsedEntry]:
         _rename_hook_message(entry)
         previous = entry["id"]
         yield ParsedEntry(line, entry)
+    if session.resume is not None:
+        session.resume["previous"] = previous  # the parent of the next line's entry
 
 
 def _resolve_index(
@@ -244,12 +252,41 @@ def _entries_tree(reader: LineReader, source_id: str, version: int) -> Iterator[
             else:
                 # An absent parentId key makes a root, as pi's `parentId ? ... : undefined`.
                 entry["parentId"] = None
+        elif entry["type"] == "leaf" and _leaf_target(entry) is not _NO_TARGET:
+            # OpenClaw's leaf control selects targetId as the active leaf: in its tree
+            # the control hangs under the target, so what is appended under the
+            # control continues from the target (transcript-tree.ts).
+            target = _leaf_target(entry)
+            if target != parent:
+                _note(obj, "parentId", unset, changed)
+                entry["parentId"] = target
         if version < CURRENT_VERSION:
             _rename_hook_message(entry)
             yield ParsedEntry(line, entry)
         else:
             patch = {"unset": unset, "set": changed} if unset or changed else None
             yield ParsedEntry(line, entry, patch)
+
+
+_NO_TARGET = object()
+
+
+def _leaf_target(entry: dict[str, Any]) -> Any:
+    """A leaf control's target as OpenClaw parses it.
+
+    An id, None for "before the first entry", or `_NO_TARGET` for a control OpenClaw
+    ignores (no id, or a target or append parent that is not an id).
+    """
+    target = entry.get("targetId", _NO_TARGET)
+    if target is None:
+        return None
+    if not isinstance(target, str) or not target.strip() or not isinstance(entry.get("id"), str):
+        return _NO_TARGET
+    append = entry.get("appendParentId", target)
+    mode = entry.get("appendMode")
+    if not (append is None or isinstance(append, str)) or mode not in (None, "side"):
+        return _NO_TARGET
+    return target
 
 
 def read_tree_entries(reader: LineReader, source_id: str, version: int) -> Iterator[ParsedEntry]:

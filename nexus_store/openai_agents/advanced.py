@@ -154,7 +154,7 @@ class NexusAdvancedSession(NexusSession):
             self._check_open()
             self._sql.reset(self._session_key(), MAIN, utc_now())
             self._branch = MAIN
-            self.store.navigate(self.session_id, None)
+            NexusSession._set_leaf(self, None)
 
     # -- branches ------------------------------------------------------------------------
 
@@ -179,15 +179,33 @@ class NexusAdvancedSession(NexusSession):
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
         self._check_open()
-        return await asyncio.to_thread(self._create_branch_sync, turn_number, branch_name)
+        name, source, content = await asyncio.to_thread(
+            self._create_branch_sync, turn_number, branch_name
+        )
+        # AdvancedSQLiteSession's debug line; the turn's text only where the SDK's policy
+        # (OPENAI_AGENTS_DONT_LOG_MODEL_DATA) allows model data in logs.
+        if _dont_log_model_data():
+            self._logger.debug(
+                "Created branch '%s' from turn %s in '%s'", name, turn_number, source
+            )
+        else:
+            self._logger.debug(
+                "Created branch '%s' from turn %s ('%s') in '%s'",
+                name,
+                turn_number,
+                content,
+                source,
+            )
+        return name
 
-    def _create_branch_sync(self, turn_number: int, branch_name: str | None) -> str:
+    def _create_branch_sync(
+        self, turn_number: int, branch_name: str | None
+    ) -> tuple[str, str, Any]:
+        """Name the branch and switch to it: its name, the source branch, a log preview."""
         with self._lock, self.store.atomic():
             self._check_open()
-            items = self._sql.path_items(self._leaf())
             turn = next(
-                (i for i in items if i[3] == "user" and i[5] == turn_number),
-                None,
+                (u for u in self._sql.user_turns(self._leaf()) if u[1] == turn_number), None
             )
             if turn is None:
                 raise ValueError(
@@ -207,9 +225,16 @@ class NexusAdvancedSession(NexusSession):
                 while not self._sql.add_branch(key, name, base, base, now):
                     suffix += 1
                     name = f"{stem}_{suffix}"
-            self._branch = name
+            source, self._branch = self._branch, name
             NexusSession._set_leaf(self, base)
-            return name
+            return name, source, self._turn_preview(turn[0])
+
+    def _turn_preview(self, turn_key: int) -> Any:
+        """A user turn's content for the branch log: its first 50 characters, as the SDK."""
+        messages = self._sql.messages_of([turn_key]).get(turn_key, [])
+        items = self._expand(messages, [""] * len(messages))[0]
+        content = items[-1].get("content", "") if items else ""
+        return content[:50] + "..." if len(content) > 50 else content
 
     async def create_branch_from_content(
         self, search_term: str, branch_name: str | None = None
@@ -292,14 +317,14 @@ class NexusAdvancedSession(NexusSession):
             current = self._leaf() and self._branch
             branches = []
             for name, tip, created in self._sql.live_branches(self._session_key()):
-                items = self._sql.path_items(tip)
-                if not items:
+                count, users = self._sql.path_counts(tip)
+                if not count:
                     continue
                 branches.append(
                     {
                         "branch_id": name,
-                        "message_count": len(items),
-                        "user_turns": sum(1 for i in items if i[3] == "user"),
+                        "message_count": count,
+                        "user_turns": users,
                         "is_current": name == (current or self._branch),
                         "created_at": created,
                     }
@@ -333,14 +358,14 @@ class NexusAdvancedSession(NexusSession):
         with self._lock:
             self._check_open()
             leaf = self._branch_leaf(branch_id)
-            items = [i for i in self._sql.path_items(leaf) if i[3] == "user"]
-            if term is not None:
-                candidates = {key for key, _ in self._sql.user_turns_containing(leaf, term)}
-                items = [i for i in items if i[0] in candidates]
-            messages = self._sql.messages_of([i[0] for i in items])
+            # With a term, SQL narrows the user turns to those whose text may hold it
+            # and only those are read; the exact rule (AdvancedSQLiteSession's: an
+            # ASCII-case-insensitive substring of one text part) is checked here.
+            users = self._sql.user_turns(leaf, term)
+            messages = self._sql.messages_of([u[0] for u in users])
             pattern = None if term is None else re.compile(re.escape(term), re.I | re.ASCII)
             turns = []
-            for key, _, created, _, _, number in items:
+            for key, number, created in users:
                 expanded = self._expand(messages.get(key, []), [""] * len(messages.get(key, [])))
                 content = expanded[0][-1].get("content", "") if expanded[0] else ""
                 if pattern is not None:
@@ -409,8 +434,8 @@ class NexusAdvancedSession(NexusSession):
     def _store_usage_sync(self, usage: Any) -> None:
         with self._lock, self.store.atomic():
             self._check_open()
-            users = [i for i in self._sql.path_items(self._leaf()) if i[3] == "user"]
-            if not users:
+            user = self._sql.last_user(self._leaf())
+            if user is None:
                 return
             inputs = _details(getattr(usage, "input_tokens_details", None))
             outputs = _details(getattr(usage, "output_tokens_details", None))
@@ -425,7 +450,7 @@ class NexusAdvancedSession(NexusSession):
                 None if inputs is None else json.dumps(inputs),
                 None if outputs is None else json.dumps(outputs),
             ]
-            self._sql.put_usage(self._session_key(), self._branch, users[-1][0], values)
+            self._sql.put_usage(self._session_key(), self._branch, user, values)
 
     async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
         """Summed usage of one branch, or of all branches; None when nothing was recorded.
@@ -462,8 +487,10 @@ class NexusAdvancedSession(NexusSession):
     ) -> list[dict[str, Any]] | dict[str, Any]:
         with self._lock:
             self._check_open()
-            branch = self._branch if branch_id is None else branch_id
+            # The leaf first: reading it puts a stale instance (its branch deleted by
+            # another instance's clear_session) back on main, whose usage is then read.
             leaf = self._branch_leaf(branch_id)
+            branch = self._branch if branch_id is None else branch_id
             rows = self._sql.turn_usage(self._session_key(), branch, leaf)
             found = [
                 {
@@ -483,6 +510,15 @@ class NexusAdvancedSession(NexusSession):
                 if row["user_turn_number"] == number:
                     return {k: v for k, v in row.items() if k != "user_turn_number"}
             return {}
+
+
+def _dont_log_model_data() -> bool:
+    """The SDK's policy on model data in logs (True, the safe side, without the SDK)."""
+    try:
+        from agents import _debug
+    except ImportError:
+        return True
+    return bool(_debug.DONT_LOG_MODEL_DATA)
 
 
 def _details(value: Any) -> dict[str, Any] | None:

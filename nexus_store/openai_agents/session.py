@@ -244,7 +244,7 @@ class NexusSession:
         return None if row is None else row[1]
 
     def _set_leaf(self, leaf: int | None) -> None:
-        self.store.navigate(self.session_id, self._sql.turn_uid(leaf))
+        self._sql.set_active_leaf(self.session_id, leaf)
 
     def _appended(self, tip: int | None) -> None:
         """After an append under the leaf: the store's active leaf already moved."""
@@ -326,36 +326,39 @@ class NexusSession:
         tail = self._sql.tail(leaf, 1)
         if tail is not None:
             messages, uids, keys, _ = tail
+            is_message = True  # a tail holds message turns only
         else:
             context = self.store.context(self.session_id, self._sql.turn_uid(leaf))
             if not context.messages:
                 return None
             messages, uids = context.messages[-1:], context.turn_ids[-1:]
             keys = [self._turn_key(uids[0])]
+            is_message = self.store.get_turn(self.session_id, uids[-1]).kind == "message"
         items = message_to_items(messages[-1])
         if not items:
             return None
         item = items[-1]
         if validate is not None:
             validate(item)
-        turn = self.store.get_turn(self.session_id, uids[-1])
         new_leaf = self._sql.parent_key(keys[-1])
-        same = self._sql.messages_of([keys[-1]]).get(keys[-1], []) if turn.kind == "message" else []
+        same = self._sql.messages_of([keys[-1]]).get(keys[-1], []) if is_message else []
         if len(same) > 1:
             # A turn holding several messages cannot be cut; put the others back.
-            self.store.append_messages(
+            # (The new turn's key, not _leaf(): an advanced session's leaf is its
+            # branch tip, which this append does not move.)
+            rest = self.store.append_messages(
                 self.session_id, same[:-1], parent_id=self._sql.turn_uid(new_leaf)
             )
-            new_leaf = self._leaf()
+            new_leaf = self._turn_key(rest.id)
         return item, new_leaf, keys[-1]
 
     def _turn_key(self, uid: str) -> int:
         return self._sql.turn_key(self.session_id, uid)
 
     def _clear_sync(self) -> None:
-        with self._lock:
+        with self._lock, self.store.atomic():
             self._check_open()
-            self.store.navigate(self.session_id, None)
+            self._set_leaf(None)
 
     def _snapshot_sync(self, limit: int) -> tuple[list[Any], list[str], bool]:
         with self._lock:
@@ -458,11 +461,19 @@ _registered: list[bool] = []
 def _register_with_sdk() -> None:
     """Let the SDK's wrappers treat a NexusSession as they treat a ``SQLiteSession``.
 
-    ``EncryptedSession.pop_item`` authenticates an item before it is removed only for a
-    ``SQLiteSession`` whose ``pop_item`` is the SDK's own (which calls
-    ``_pop_item_with_validation``); any other session loses unreadable items to a wrong
-    key. Registering as a virtual subclass and sharing that ``pop_item`` (it calls our
-    ``_pop_item_with_validation``) gives a NexusSession the same guarantee.
+    ``EncryptedSession.pop_item`` authenticates an item inside the pop's transaction
+    only for a ``SQLiteSession`` whose ``pop_item`` is the SDK's own (which calls
+    ``_pop_item_with_validation``); for any other session it pops first and decrypts
+    after, so a wrong key pops every item out of the visible conversation. Registering
+    as a virtual subclass and sharing that ``pop_item`` gives a NexusSession the same
+    guarantee: a failed authentication rolls the pop back.
+
+    Both are done only while the SDK's ``pop_item`` is that one-line delegation
+    (checked on its code): a later SDK whose ``pop_item`` reached into SQLiteSession's
+    internals would not be shared, and NexusSession would then be a foreign backend to
+    the wrappers again (as documented in docs/openai-agents.md), never a broken one.
+    The registration is what makes ``isinstance(NexusSession(...), SQLiteSession)``
+    true; the SDK checks it only in ``EncryptedSession.pop_item``.
     """
     if _registered:
         return
@@ -471,7 +482,14 @@ def _register_with_sdk() -> None:
         from agents.memory.sqlite_session import SQLiteSession
     except ImportError:
         return
-    SQLiteSession.register(NexusSession)
     pop = SQLiteSession.__dict__.get("pop_item")
-    if pop is not None:
-        NexusSession.pop_item = pop  # type: ignore[method-assign]
+    if not delegates_to_validation(pop):
+        return
+    SQLiteSession.register(NexusSession)
+    NexusSession.pop_item = pop  # type: ignore[method-assign,assignment]
+
+
+def delegates_to_validation(pop: Any) -> bool:
+    """Whether an SDK ``pop_item`` only calls ``self._pop_item_with_validation()``."""
+    code = getattr(pop, "__code__", None)
+    return code is not None and tuple(code.co_names) == ("_pop_item_with_validation",)

@@ -44,12 +44,10 @@ class ServiceClient:
     def __init__(
         self, database: str | Path, *, timeout: float = 30.0, unix_socket: bool = True
     ) -> None:
-        files = ServiceFiles(Path(database).resolve())
+        files = ServiceFiles.of(database)
         info = running(files)
         if info is None:
-            raise ServiceUnavailable(
-                f"no service runs on {files.database}; start `nexus-store serve`"
-            )
+            raise ServiceUnavailable(f"no service runs on {files.label}; start `nexus-store serve`")
         self.info = info
         token = read_token(files)
         transport = (

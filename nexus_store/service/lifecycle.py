@@ -10,13 +10,19 @@ key is given) through `EngineSessions`, which persists the mapping.
 Where the turns come from: ``commitTurn`` is the durable write (one turn per accepted
 OpenClaw turn, once per advancement key). ``ingest`` and ``ingestBatch`` store nothing,
 because with ``transcriptSemantics`` declared OpenClaw hands the same messages to
-``commitTurn``; storing them twice would duplicate every turn. A session that already
-had history in OpenClaw before nexus_store was selected is imported once, from the
-``messages`` OpenClaw passes to the first ``assemble``.
+``commitTurn``; storing them twice would duplicate every turn. OpenClaw's own store
+(``openclawStore``, the ``openclaw-agent.sqlite`` the plugin names) fills in the rest
+(`nexus_store.service.history`): a session that already had history there before
+nexus_store was selected is imported once from it, whole and with OpenClaw's ids, and
+turns OpenClaw ran on its legacy engine after an engine error are reconciled from it at
+the next ``bootstrap`` or ``commitTurn``. Where that store is not found, a session's
+earlier history is imported from the ``messages`` OpenClaw passes to the first
+``assemble``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Mapping
@@ -27,6 +33,7 @@ from nexus_store import __version__
 from nexus_store.compaction.policy import CompactionConfig
 from nexus_store.engine import ContextEngine
 from nexus_store.errors import InvalidEntry, NexusError
+from nexus_store.service.history import HostHistory
 from nexus_store.store import Store
 from nexus_store.store.engine_sessions import EngineSession, EngineSessions
 
@@ -34,6 +41,8 @@ __all__ = ["ENGINE_ID", "HOST", "EngineCalls", "RequestError"]
 
 ENGINE_ID = "nexus-store"
 HOST = "openclaw"
+
+log = logging.getLogger("nexus_store.service")
 
 
 class RequestError(NexusError):
@@ -56,6 +65,33 @@ def _messages(params: Mapping[str, Any], name: str = "messages") -> list[dict[st
     if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
         raise RequestError(f"{name!r} must be a list of message objects")
     return value
+
+
+def _host_store(params: Mapping[str, Any]) -> Path | None:
+    """OpenClaw's store named by the request (``openclawStore``), if it is a file."""
+    value = params.get("openclawStore")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"'openclawStore' must be a path, not {value!r}")
+    try:
+        return Path(value) if Path(value).is_file() else None
+    except OSError:
+        return None
+
+
+def _anchor(params: Mapping[str, Any], name: str) -> tuple[str | None, int] | None:
+    """``(entryId, rawSeq)`` of a commit's admission or terminal anchor, if given."""
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestError(f"{name!r} must be an object")
+    seq = value.get("rawSeq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        return None
+    entry = value.get("entryId")
+    return (entry if isinstance(entry, str) and entry else None), seq
 
 
 def _int(params: Mapping[str, Any], name: str) -> int | None:
@@ -88,6 +124,7 @@ class EngineCalls:
         self.store = store
         self.summarizer = summarizer
         self.sessions = EngineSessions(store)
+        self.history = HostHistory(store, self.sessions)
         self.lock = threading.Lock()
 
     # -- helpers ------------------------------------------------------------------------
@@ -162,15 +199,46 @@ class EngineCalls:
         }
 
     def bootstrap(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Map the session key to a session (created on first sight)."""
+        """Map the session key to a session (created on first sight) and catch up.
+
+        With OpenClaw's store named (``openclawStore``): a session that holds nothing
+        yet imports OpenClaw's history of it; one that does takes the turns OpenClaw
+        kept without it (its legacy engine ran after an engine error).
+        """
         with self.lock:
             known = self.sessions.find(
                 HOST, str(params.get("sessionKey") or params.get("sessionId") or "")
             )
             session = self._session(params)
+            imported, reconciled = self._catch_up(session, params)
+        result: dict[str, Any] = {"bootstrapped": True, "importedMessages": imported}
         if known is not None and known.session_id == session.session_id:
-            return {"bootstrapped": False, "reason": f"already kept as {session.session_id}"}
-        return {"bootstrapped": True, "importedMessages": 0}
+            result = {"bootstrapped": False, "reason": f"already kept as {session.session_id}"}
+        if reconciled:
+            result["reconciledEntries"] = reconciled
+        return result
+
+    def _catch_up(self, session: EngineSession, params: Mapping[str, Any]) -> tuple[int, int]:
+        """``(imported, reconciled)`` entries from OpenClaw's store (0, 0 without it).
+
+        Errors reading it are logged and leave the session as it was: OpenClaw's
+        store stays the whole record, and the next call tries again.
+        """
+        path = _host_store(params)
+        host_id = _text(params, "sessionId", required=False)
+        if path is None or host_id is None or session.host_session_id != host_id:
+            return 0, 0
+        has_turns, parent, _ = self.sessions.shape(session.session_id)
+        try:
+            if not has_turns and not self.sessions.commits(session.session_id):
+                # a forked child reads its parent's path by reference: nothing to import
+                if parent is None:
+                    return self.history.import_session(session, host_id, path), 0
+                return 0, 0
+            return 0, self.history.reconcile(session, host_id, path)
+        except NexusError as err:
+            log.warning("%s: OpenClaw's store %s was not read: %s", session.session_key, path, err)
+            return 0, 0
 
     def ingest(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Acknowledge one message; the turn is stored by ``commitTurn`` (see the module)."""
@@ -188,14 +256,65 @@ class EngineCalls:
         key = _text(params, "advancementKey")
         assert key is not None
         messages = _messages(params)
+        admission, terminal = _anchor(params, "admission"), _anchor(params, "terminal")
         with self.lock:
             session = self._session(params)
-            outcome = self.sessions.commit_turn(HOST, key, session.session_id, messages)
+            seq = stored = None
+            host_id = _text(params, "sessionId", required=False)
+            if admission and terminal and host_id and session.host_session_id == host_id:
+                seq = terminal[1]
+                stored = self._before_commit(session, host_id, admission, terminal, params)
+            outcome = self.sessions.commit_turn(
+                HOST,
+                key,
+                session.session_id,
+                messages,
+                session_key=session.session_key,
+                source_seq=seq,
+                stored_turn=stored,
+            )
         return {
             "status": outcome.status,
             "sessionId": outcome.session_id,
             "turnId": outcome.turn_id,
         }
+
+    def _before_commit(
+        self,
+        session: EngineSession,
+        host_id: str,
+        admission: tuple[str | None, int],
+        terminal: tuple[str | None, int],
+        params: Mapping[str, Any],
+    ) -> str | None:
+        """Reconcile what OpenClaw kept before this turn; the turn's id if it is here.
+
+        A turn whose first entry was reconciled already (its commit failed, then the
+        next bootstrap took it from OpenClaw's store, then OpenClaw's outbox retried
+        the commit) is not written again: the id of its stored turn is returned.
+        """
+        path = _host_store(params)
+        start = session.source_seq
+        if path is not None and start is not None and admission[1] > start + 1:
+            try:
+                self.history.reconcile(session, host_id, path, before_seq=admission[1])
+            except NexusError as err:
+                log.warning(
+                    "%s: OpenClaw's store %s was not read: %s", session.session_key, path, err
+                )
+        if not admission[0] or self.store.find_turn(session.session_id, admission[0]) is None:
+            return None
+        fresh = self.sessions.find(HOST, session.session_key)
+        if path is not None and fresh is not None:
+            try:  # the rest of the turn's range, if the reconciliation took only its start
+                self.history.reconcile(fresh, host_id, path, before_seq=terminal[1] + 1)
+            except NexusError as err:
+                log.warning(
+                    "%s: OpenClaw's store %s was not read: %s", session.session_key, path, err
+                )
+        if terminal[0] and self.store.find_turn(session.session_id, terminal[0]) is not None:
+            return terminal[0]
+        return admission[0]
 
     def assemble(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The model context within ``tokenBudget``, from the database."""
@@ -204,6 +323,8 @@ class EngineCalls:
             session = self._session(params)
             engine = self._engine(params)
             has_turns, parent, fork = self.sessions.shape(session.session_id)
+            if not has_turns and not parent and self._catch_up(session, params)[0]:
+                has_turns = True  # imported from OpenClaw's store
             if not has_turns and "messages" not in params:
                 if not self.sessions.commits(session.session_id):
                     # a session never seen: ask for OpenClaw's history once, to import it

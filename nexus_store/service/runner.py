@@ -1,6 +1,8 @@
 """Running the service: its files beside the database, one process per database.
 
-Beside ``sessions.db`` the service keeps:
+Beside ``sessions.db`` (for a PostgreSQL URL: in ``$XDG_STATE_HOME/nexus_store/services/
+<key>/``, ``~/.local/state`` by default, the key a hash of the URL without its password,
+with the files named ``db.token``, ``db.service.lock`` and so on) the service keeps:
 
 - ``sessions.db.token``: the bearer token (created once, mode 0600; clients read it);
 - ``sessions.db.service.lock``: held (``flock``) while a service runs, so a second
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from nexus_store.errors import NexusError
+from nexus_store.store.pg import is_postgres_url, redact
 
 __all__ = [
     "ServiceFiles",
@@ -41,6 +45,7 @@ __all__ = [
     "read_token",
     "running",
     "serve",
+    "state_dir",
     "stop_service",
 ]
 
@@ -53,36 +58,77 @@ class ServiceUnavailable(NexusError):
     """The service could not be started or did not answer."""
 
 
+def state_dir(url: str) -> Path:
+    """Where the service files of a PostgreSQL URL live (the plugin computes the same).
+
+    ``$XDG_STATE_HOME`` (else ``~/.local/state``) ``/nexus_store/services/`` and the
+    first 16 hex digits of the SHA-256 of the URL without its password: one folder per
+    server, database and user, whatever password is given.
+    """
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    key = hashlib.sha256(redact(url).encode()).hexdigest()[:16]
+    return base / "nexus_store" / "services" / key
+
+
 @dataclass(frozen=True)
 class ServiceFiles:
-    """The files of the service of one database."""
+    """The files of the service of one database (a file, or a PostgreSQL URL)."""
 
-    database: Path
+    database: Path | str
+
+    @classmethod
+    def of(cls, database: str | Path) -> ServiceFiles:
+        """The files of a database file (resolved) or a ``postgresql://`` URL."""
+        if is_postgres_url(database):
+            return cls(str(database))
+        return cls(Path(database).resolve())
+
+    @property
+    def label(self) -> str:
+        """The database as the service names it: the file, or the URL without password."""
+        return str(self.database) if isinstance(self.database, Path) else redact(self.database)
+
+    @property
+    def base(self) -> Path:
+        """What every file's name extends: the database file, or ``<state_dir>/db``."""
+        if isinstance(self.database, Path):
+            return self.database
+        return state_dir(self.database) / "db"
+
+    def _beside(self, suffix: str) -> Path:
+        return self.base.with_name(self.base.name + suffix)
 
     @property
     def token(self) -> Path:
         """The bearer token file (0600)."""
-        return self.database.with_name(self.database.name + ".token")
+        return self._beside(".token")
 
     @property
     def lock(self) -> Path:
         """The lock file held while a service runs."""
-        return self.database.with_name(self.database.name + ".service.lock")
+        return self._beside(".service.lock")
 
     @property
     def state(self) -> Path:
         """Where a running service writes its address."""
-        return self.database.with_name(self.database.name + ".service.json")
+        return self._beside(".service.json")
 
     @property
     def socket(self) -> Path:
         """The Unix socket."""
-        return self.database.with_name(self.database.name + ".sock")
+        return self._beside(".sock")
 
     @property
     def log(self) -> Path:
         """The log of a service started in the background."""
-        return self.database.with_name(self.database.name + ".service.log")
+        return self._beside(".service.log")
+
+    def make_folder(self) -> None:
+        """Create the folder of the files (owner only when it is the state folder)."""
+        if isinstance(self.database, Path):
+            self.base.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            self.base.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 @dataclass(frozen=True)
@@ -115,8 +161,7 @@ def read_token(files: ServiceFiles, *, create: bool = False) -> str:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         raise ServiceUnavailable(
-            f"no token file {path}: start the service with `nexus-store serve --db "
-            f"{files.database}`"
+            f"no token file {path}: start the service with `nexus-store --db {files.label} serve`"
         ) from None
     if mode & 0o077:
         raise NexusError(
@@ -216,8 +261,8 @@ def serve(
         raise ServiceUnavailable(
             f"the service listens on loopback only (127.0.0.1 or ::1), not {host}"
         )
-    files = ServiceFiles(Path(database).resolve())
-    files.database.parent.mkdir(parents=True, exist_ok=True)
+    files = ServiceFiles.of(database)
+    files.make_folder()
     lock = open(files.lock, "a+")
     try:
         try:
@@ -246,16 +291,16 @@ def serve(
                 url=f"http://{url_host}:{bound_port}",
                 pid=os.getpid(),
                 socket=str(files.socket) if len(sockets) > 1 else None,
-                database=str(files.database),
+                database=files.label,
             )
-            app = create_app(
-                EngineCalls(store, summarizer=summarizer), token, database=str(files.database)
-            )
+            app = create_app(EngineCalls(store, summarizer=summarizer), token, database=files.label)
             config = uvicorn.Config(
                 app,
                 log_level="warning",
                 access_log=False,
                 lifespan="off",
+                # the plugin's client keeps its connection for 20 s: it closes first
+                timeout_keep_alive=30,
                 timeout_graceful_shutdown=5,
             )
             server = uvicorn.Server(config)
@@ -304,7 +349,7 @@ def ensure_running(
     Raises:
         ServiceUnavailable: If it did not come up in time (its log is named).
     """
-    files = ServiceFiles(Path(database).resolve())
+    files = ServiceFiles.of(database)
     info = running(files)
     if info is not None:
         return info
@@ -314,7 +359,7 @@ def ensure_running(
         str(files.database),
         "serve",
     ]
-    files.database.parent.mkdir(parents=True, exist_ok=True)
+    files.make_folder()
     with open(files.log, "ab") as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
@@ -328,7 +373,7 @@ def ensure_running(
             break  # it failed; 0 means another one won the lock and is still binding
         time.sleep(0.05)
     raise ServiceUnavailable(
-        f"the service for {files.database} did not start in {timeout:.0f}s; see {files.log}"
+        f"the service for {files.label} did not start in {timeout:.0f}s; see {files.log}"
     )
 
 

@@ -9,9 +9,10 @@ from migration ``0040_agent_sessions``:
   so user-turn numbers and tool usage along a path are one query;
 - ``agent_usage``: the usage a Runner result reported for one user turn of a branch.
 
-Every path query walks ``turns.parent_id`` up from a leaf (a recursive CTE), so its
-cost follows the path, and `tail` stops after ``limit`` turns: reading the last N items
-costs O(N), not O(history).
+Every path query walks up from a leaf (a recursive CTE), one step per run of
+seq-consecutive turns, so its cost follows the path, not the session; `tail` and
+`last_user` walk turn by turn and stop early: reading the last N items costs O(N), not
+O(history).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nexus_store.assemble import build_messages
+from nexus_store.store.db import utc_now
 
 if TYPE_CHECKING:
     from nexus_store.store.facade import Store
@@ -50,24 +52,35 @@ left join messages m on m.turn_id = t.id
 order by t.depth, m.idx
 """
 
+# The runs of the path ending at :leaf inside its session, as a CTE `seg`: a run is a
+# seq range of turns each the child of the one before (turns.run_start_seq,
+# run_parent_id), so the walk takes one step per run, not per turn, and each run's
+# turns are one range scan of the (session_id, seq) index (as the store's PATH_SQL).
+PATH_RUNS_CTE = """
+with recursive seg(session, start_seq, end_seq, jump) as (
+    select session_id, run_start_seq, seq, run_parent_id from turns where id = :leaf
+    union all
+    select p.session_id, p.run_start_seq, p.seq, p.run_parent_id
+    from seg join turns p on p.id = seg.jump and p.session_id = seg.session
+)"""
+
 # The turns on the path ending at :leaf that were written from SDK items, as a CTE
 # `items`: key, uid, created time, item type, tool name and user-turn number (user
 # items counted from the root; items before the first one are turn 0, as in
 # AdvancedSQLiteSession), ordered by depth.
-PATH_ITEMS_CTE = """
-with recursive up(id, parent_id) as (
-    select id, parent_id from turns where id = :leaf
-    union all
-    select t.id, t.parent_id from up join turns t on t.id = up.parent_id
-),
+PATH_ITEMS_CTE = (
+    PATH_RUNS_CTE
+    + """,
 items as (
     select t.id, t.uid, t.created_utc, a.item_type, a.tool_name, t.depth,
            sum(case when a.item_type = 'user' then 1 else 0 end)
                over (order by t.depth rows unbounded preceding) as user_turn
-    from up join turns t on t.id = up.id
+    from seg join turns t on t.session_id = seg.session
+        and t.seq between seg.start_seq and seg.end_seq
     join agent_items a on a.turn_id = t.id
 )
 """
+)
 
 PATH_ITEMS_SQL = (
     PATH_ITEMS_CTE
@@ -122,17 +135,59 @@ order by i.user_turn
 """
 )
 
-# User items on the path whose flattened text contains :term (ASCII case folded, as
-# SQLite's LIKE); the caller checks each text part exactly.
-USER_TEXT_SQL = (
-    PATH_ITEMS_CTE
-    + """
-select i.id, i.user_turn from items i
-where i.item_type = 'user' and exists (
-    select 1 from messages m where m.turn_id = i.id and instr(lower(m.text), lower(:term)) > 0)
-order by i.user_turn
+# The user items on the path ending at :leaf: key, user-turn number and created time,
+# by number. Only user items are numbered, by seq: a parent is always appended before
+# its children, so seq grows with depth along a path, and numbering needs nothing but
+# the (session_id, seq) index; a turn row is read only for an item returned.
+USER_TURNS_SQL = (
+    PATH_RUNS_CTE
+    + """,
+users as (
+    select t.id, row_number() over (order by t.seq) as user_turn
+    from seg join turns t on t.session_id = seg.session
+        and t.seq between seg.start_seq and seg.end_seq
+    join agent_items a on a.turn_id = t.id and a.item_type = 'user'
+)
+select u.id, u.user_turn, t.created_utc from users u join turns t on t.id = u.id
 """
 )
+
+# The same, only those whose flattened text is like :pattern (lower-cased on both
+# sides, so a superset of an ASCII-case-insensitive substring match; the caller checks
+# the exact rule on each text part). Only matches come back.
+USER_TURNS_LIKE_SQL = (
+    USER_TURNS_SQL
+    + """where exists (
+    select 1 from messages m
+    where m.turn_id = u.id and lower(m.text) like lower(:pattern) escape '\\')
+order by u.user_turn"""
+)
+USER_TURNS_SQL += "order by u.user_turn"
+
+# How many SDK items and user items the path ending at :leaf holds (index ranges only).
+PATH_COUNTS_SQL = (
+    PATH_RUNS_CTE
+    + """
+select count(*), coalesce(sum(case when a.item_type = 'user' then 1 else 0 end), 0)
+from seg join turns t on t.session_id = seg.session
+    and t.seq between seg.start_seq and seg.end_seq
+join agent_items a on a.turn_id = t.id
+"""
+)
+
+# The latest user item on the path ending at :leaf: a walk up that stops at it, so
+# its cost is the distance from the leaf, not the length of the path.
+LAST_USER_SQL = """
+with recursive up(id, parent_id, is_user) as (
+    select t.id, t.parent_id, case when a.item_type = 'user' then 1 else 0 end
+    from turns t left join agent_items a on a.turn_id = t.id where t.id = :leaf
+    union all
+    select t.id, t.parent_id, case when a.item_type = 'user' then 1 else 0 end
+    from up join turns t on t.id = up.parent_id left join agent_items a on a.turn_id = t.id
+    where up.is_user = 0
+)
+select id from up where is_user = 1
+"""
 
 UPSERT_USAGE_SQL = """
 insert into agent_usage (session_id, branch, turn_id, recorded_utc, requests, input_tokens,
@@ -148,10 +203,12 @@ on conflict (session_id, branch, turn_id) do update set
     output_tokens_details_json = excluded.output_tokens_details_json
 """
 
+# Usage sums of a session's live branches, or of one (the second parameter; None: all).
+# The cast tells PostgreSQL the type of a parameter it only sees compared with null.
 SESSION_USAGE_SQL = """
 select sum(u.requests), sum(u.input_tokens), sum(u.output_tokens), sum(u.total_tokens), count(*)
 from agent_usage u join agent_branches b on b.session_id = u.session_id and b.name = u.branch
-where u.session_id = ? and b.deleted_utc is null and (? is null or u.branch = ?)
+where u.session_id = ? and b.deleted_utc is null and (cast(? as text) is null or u.branch = ?)
 """
 
 BRANCHES_SQL = """
@@ -206,6 +263,17 @@ class AgentSessions:
             [session_id, uid],
         )
         return int(rows[0][0])
+
+    def set_active_leaf(self, session_id: str, leaf_key: int | None) -> None:
+        """Move a session's active leaf to a turn of it (None: before the first turn).
+
+        What `Store.navigate` writes, without reading the session back: that read counts
+        the session's turns, which made every ``pop_item`` cost O(history).
+        """
+        self.store.conn.execute(
+            "update sessions set active_leaf_id = ?, updated_utc = ? where uid = ?",
+            [leaf_key, utc_now(), session_id],
+        )
 
     def parent_key(self, turn_key: int) -> int | None:
         """The parent key of a turn (None for a root)."""
@@ -268,11 +336,38 @@ class AgentSessions:
             return []
         return [tuple(r) for r in self._rows(PATH_ITEMS_SQL, {"leaf": leaf_key})]
 
-    def user_turns_containing(self, leaf_key: int | None, term: str) -> list[tuple[int, int]]:
-        """``(key, user turn)`` of user items on a path whose text may contain ``term``."""
+    def user_turns(
+        self, leaf_key: int | None, term: str | None = None
+    ) -> list[tuple[int, int, str]]:
+        """``(key, user turn, created)`` of the user items on a path, by number.
+
+        Args:
+            leaf_key: The path's leaf (None: an empty path).
+            term: Only user items whose text may contain this (ASCII case folded;
+                the caller checks the exact rule on each text part).
+        """
         if leaf_key is None:
             return []
-        return [(r[0], r[1]) for r in self._rows(USER_TEXT_SQL, {"leaf": leaf_key, "term": term})]
+        if term is None:
+            rows = self._rows(USER_TURNS_SQL, {"leaf": leaf_key})
+        else:
+            escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = self._rows(USER_TURNS_LIKE_SQL, {"leaf": leaf_key, "pattern": f"%{escaped}%"})
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def path_counts(self, leaf_key: int | None) -> tuple[int, int]:
+        """``(SDK items, user items)`` on a path."""
+        if leaf_key is None:
+            return 0, 0
+        row = self._rows(PATH_COUNTS_SQL, {"leaf": leaf_key})[0]
+        return int(row[0]), int(row[1])
+
+    def last_user(self, leaf_key: int | None) -> int | None:
+        """The key of the latest user item on a path (None if it has none)."""
+        if leaf_key is None:
+            return None
+        rows = self._rows(LAST_USER_SQL, {"leaf": leaf_key})
+        return None if not rows else int(rows[0][0])
 
     def tool_usage(self, leaf_key: int | None) -> list[tuple[str, int, int]]:
         """``(tool name, uses, user turn)`` along a path, by turn."""

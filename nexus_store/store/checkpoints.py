@@ -147,6 +147,38 @@ class Checkpoints:
         row = self.conn.execute("select id from sessions where uid = ?", [session_uid]).fetchone()
         return None if row is None else int(row[0])
 
+    def message_after(self, session_key: int, uid: str) -> tuple[bool, str | None]:
+        """For an NDJSON boundary: is ``uid`` a stored message, and which message follows it.
+
+        NDJSON entries are chained in file order (each one the child of the one
+        before), so the first message after a message is found by following the
+        first child down until a message turn.
+
+        Args:
+            session_key: The session's integer key.
+            uid: The boundary message's id.
+
+        Returns:
+            (whether ``uid`` is a message turn of the session, the uid of the first
+            message turn after it or None when none is stored after it).
+        """
+        row = self.conn.execute(
+            "select id, kind from turns where session_id = ? and uid = ?", [session_key, uid]
+        ).fetchone()
+        if row is None or row[1] != "message":
+            return False, None
+        current = int(row[0])
+        while True:
+            child = self.conn.execute(
+                "select id, kind, uid from turns where parent_id = ? order by seq limit 1",
+                [current],
+            ).fetchone()
+            if child is None:
+                return True, None
+            if child[1] == "message":
+                return True, str(child[2])
+            current = int(child[0])
+
     def record_lineage(
         self,
         session_key: int,

@@ -1,4 +1,4 @@
-"""A context-engine host's sessions and turn commits (schema/0010_engine_sessions.sql).
+"""A context-engine host's sessions and turn commits (schema 0010 and 0011).
 
 OpenClaw names a conversation by its ``sessionKey`` and builds a new engine for each
 logical turn, so the key -> session mapping lives here, not in a process. It commits
@@ -29,7 +29,8 @@ __all__ = ["CommitOutcome", "EngineSession", "EngineSessions"]
 
 # A host key's mapping row with its session's public id.
 ENGINE_SESSION_SQL = """
-select e.session_key, s.uid, e.host_session_id, e.parent_key, e.context_mode, e.ended_reason
+select e.session_key, s.uid, e.host_session_id, e.parent_key, e.context_mode, e.ended_reason,
+    e.source_path, e.source_seq
 from engine_sessions e
 join sessions s on s.id = e.session_id
 where e.host = ? and e.session_key = ?
@@ -37,7 +38,8 @@ where e.host = ? and e.session_key = ?
 
 # Every mapping of a host, newest first.
 ENGINE_SESSIONS_SQL = """
-select e.session_key, s.uid, e.host_session_id, e.parent_key, e.context_mode, e.ended_reason
+select e.session_key, s.uid, e.host_session_id, e.parent_key, e.context_mode, e.ended_reason,
+    e.source_path, e.source_seq
 from engine_sessions e
 join sessions s on s.id = e.session_id
 where e.host = ?
@@ -63,6 +65,13 @@ left join turns t on t.id = c.turn_id
 where c.advancement_key = ?
 """
 
+# How far a session has taken its host's own transcript: only ever forward (a commit
+# and a reconciliation may both move it).
+SOURCE_SQL = """
+update engine_sessions set source_path = coalesce(?, source_path), source_seq = ?, updated_utc = ?
+where host = ? and session_key = ? and (source_seq is null or source_seq < ?)
+"""
+
 # The two columns of a mapping that change after it is made.
 UPDATE_SQL = {
     "host_session_id": "update engine_sessions set host_session_id = ?, updated_utc = ? "
@@ -83,6 +92,10 @@ class EngineSession:
         parent_key: A sub-agent's parent key.
         context_mode: A sub-agent's context mode (``fork`` or ``isolated``).
         ended_reason: Why a sub-agent ended, once it has.
+        source_path: The host's own store its history was read from (OpenClaw's
+            ``openclaw-agent.sqlite``), once read.
+        source_seq: The last ``seq`` of ``host_session_id`` in that store that this
+            session holds (committed, imported or reconciled); None: none yet.
     """
 
     session_key: str
@@ -91,6 +104,8 @@ class EngineSession:
     parent_key: str | None = None
     context_mode: str | None = None
     ended_reason: str | None = None
+    source_path: str | None = None
+    source_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,9 +205,10 @@ class EngineSessions:
                     [host, session_key, self._key(session), host_session_id, now, now],
                 )
             else:
+                # a new host session: its transcript is another one, read from its start
                 self.store.conn.execute(
                     "update engine_sessions set session_id = ?, host_session_id = ?, "
-                    "updated_utc = ? where host = ? and session_key = ?",
+                    "source_seq = null, updated_utc = ? where host = ? and session_key = ?",
                     [self._key(session), host_session_id, now, host, session_key],
                 )
         result = self.find(host, session_key)
@@ -258,6 +274,10 @@ class EngineSessions:
         advancement_key: str,
         session_id: str,
         messages: Sequence[Mapping[str, Any]],
+        *,
+        session_key: str | None = None,
+        source_seq: int | None = None,
+        stored_turn: str | None = None,
     ) -> CommitOutcome:
         """Store an accepted turn once per advancement key, in one transaction.
 
@@ -265,11 +285,23 @@ class EngineSessions:
         recorded with it; a key committed before returns ``duplicate`` and writes
         nothing (also when two processes commit it at once).
 
+        Args:
+            host: The host (``openclaw``).
+            advancement_key: The host's key of the turn.
+            session_id: The session.
+            messages: The turn's messages.
+            session_key: With ``source_seq``: the mapping whose `EngineSession.source_seq`
+                moves to ``source_seq`` in the same transaction.
+            source_seq: The host transcript's ``seq`` of the turn's last entry.
+            stored_turn: The turn already holds these messages (reconciled from the
+                host's transcript before its commit arrived): the key is recorded
+                against that turn and nothing is written (``duplicate``).
+
         Raises:
             SessionNotFound: If the session does not exist.
             InvalidEntry: If a message cannot be stored (nothing is written).
         """
-        del host  # one key space: OpenClaw's keys are UUID-based and unique across hosts
+        # one key space for every host: OpenClaw's keys are UUID-based and unique
         _check_text("advancement key", advancement_key)
         earlier = self._committed(advancement_key)
         if earlier is not None:
@@ -279,18 +311,24 @@ class EngineSessions:
                 earlier = self._committed(advancement_key)
                 if earlier is not None:
                     return earlier
-                turn = self.store.append_messages(session_id, messages) if messages else None
+                if stored_turn is not None:
+                    turn_id: str | None = stored_turn
+                else:
+                    turn = self.store.append_messages(session_id, messages) if messages else None
+                    turn_id = None if turn is None else turn.id
                 self.store.conn.execute(
                     "insert into turn_commits (advancement_key, session_id, turn_id, messages, "
                     "committed_utc) values (?, ?, ?, ?, ?)",
                     [
                         advancement_key,
                         self._key(session_id),
-                        None if turn is None else self._turn_key(session_id, turn.id),
+                        None if turn_id is None else self._turn_key(session_id, turn_id),
                         len(messages),
                         _now(),
                     ],
                 )
+                if session_key is not None and source_seq is not None:
+                    self.advance(host, session_key, source_seq)
         except sqlite3.IntegrityError:
             # PostgreSQL: another connection committed the same key first (its unique
             # index refused ours; our transaction, turn included, rolled back)
@@ -298,7 +336,22 @@ class EngineSessions:
             if earlier is None:
                 raise
             return earlier
-        return CommitOutcome("committed", session_id, None if turn is None else turn.id)
+        status: Literal["committed", "duplicate"] = (
+            "duplicate" if stored_turn is not None else "committed"
+        )
+        return CommitOutcome(status, session_id, turn_id)
+
+    def advance(self, host: str, session_key: str, seq: int, *, path: str | None = None) -> None:
+        """Move a mapping's `EngineSession.source_seq` forward to ``seq`` (never back).
+
+        Args:
+            host: The host.
+            session_key: The mapping's key.
+            seq: The host transcript's last ``seq`` the session now holds.
+            path: The host store it was read from (kept when None).
+        """
+        with self.store.atomic():
+            self.store.conn.execute(SOURCE_SQL, [path, seq, _now(), host, session_key, seq])
 
     def shape(self, session_id: str) -> tuple[bool, str | None, str | None]:
         """``(has turns, parent session, fork turn)`` of a session, in O(1).

@@ -5,6 +5,8 @@ stored by `Store.ingest` in one transaction, so a crash or Ctrl-C mid-file leave
 nothing of that file. Re-importing is idempotent (keyed on source ids); a longer
 version of a file adds only its new entries. Problems are reported with file and
 line; ``strict=True`` stops at the first one and stores nothing of that file.
+Claude Code usage counts once across the store (`ResponseUsage`): a response another
+session already carries (history a resumed session copied) is stored without usage.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from nexus_store.formats import (
 )
 from nexus_store.formats.sniff import OPENCLAW_STORE
 from nexus_store.store.checkpoints import Checkpoints
-from nexus_store.store.ingest import Ingest
+from nexus_store.store.ingest import Ingest, IngestCounts
 from nexus_store.store.openclaw_source import OpenClawStore
+from nexus_store.store.responses import ResponseUsage
 
 __all__ = ["ImportReport", "Importer", "ProgressCallback", "find_transcripts"]
 
@@ -73,6 +76,40 @@ class ImportReport(BaseModel):
     bytes: int = 0
     seconds: float = 0.0
 
+    def add_session(
+        self,
+        session_id: str,
+        counts: IngestCounts,
+        read: list[Problem],
+        stored: list[Problem],
+    ) -> None:
+        """Add what storing one parsed session did (counts and problems) to the report.
+
+        Args:
+            session_id: The session written or touched.
+            counts: What `Ingest.ingest` did.
+            read: Problems the reader met (repaired lines count as repaired, the
+                others as skipped).
+            stored: Problems met while storing (already counted in ``counts``).
+        """
+        self.sessions.append(session_id)
+        self.entries += counts.entries
+        self.turns += counts.turns
+        self.messages += counts.messages
+        self.conflicts += counts.conflicts
+        self.repaired += counts.repaired + sum(p.repaired for p in read)
+        self.skipped += counts.skipped + sum(not p.repaired for p in read)
+        self.problems.extend(
+            {
+                "path": p.path,
+                "line": p.line,
+                "kind": p.kind,
+                "message": p.message,
+                "repaired": p.repaired,
+            }
+            for p in [*read, *stored]
+        )
+
 
 def find_transcripts(path: Path) -> list[Path]:
     """Transcript files under ``path`` (itself if it is a file), parents before sub-agents."""
@@ -94,6 +131,47 @@ def _collector(seen: list[Problem], path: str) -> Callable[[int, str, str, bool]
         seen.append(Problem(path, line, kind, message, repaired))
 
     return on_problem
+
+
+def ingest_parsed(
+    ingest: Callable[..., tuple[str, IngestCounts]],
+    usage: ResponseUsage,
+    parsed: ParsedSession,
+    entries: Iterator[tuple[int, dict[str, Any], Any]],
+    on_problem: Callable[[int, str, str, bool], None],
+    strict: bool,
+) -> tuple[str, IngestCounts]:
+    """Ingest one parsed session and record the Claude Code responses it now counts.
+
+    The one path import and sync share; the caller holds the transaction, so the
+    entries and the responses they count commit together.
+
+    Args:
+        ingest: `Ingest.ingest` (or `Store.ingest`).
+        usage: The store's `ResponseUsage`.
+        parsed: The session read from its file.
+        entries: ``(line, entry, patch)`` triples, as `Ingest.ingest` takes them.
+        on_problem: Receives each problem found while storing.
+        strict: Stop at the first problem, storing nothing of the session.
+
+    Returns:
+        The session's id and what was stored.
+    """
+    before = usage.last_seq(parsed.source_format, parsed.source_id)
+    session_id, counts = ingest(
+        parsed.header,
+        entries,
+        source_format=parsed.source_format,
+        source_id=parsed.source_id,
+        source_path=parsed.path,
+        source_version=parsed.source_version,
+        parent_source_id=parsed.parent_source_id,
+        on_problem=on_problem,
+        strict=strict,
+    )
+    if parsed.source_format == "claude_code":
+        usage.record(parsed.source_format, parsed.source_id, before)
+    return session_id, counts
 
 
 _PROGRESS_EVERY = 500  # entries between progress reports inside one file
@@ -139,6 +217,10 @@ class Importer:
 
     def __init__(self, ingest: Ingest) -> None:
         self.ingest = ingest
+        self.usage = ResponseUsage(ingest.db)
+
+    def _usage_check(self, source_id: str, key: str) -> bool:
+        return self.usage.counted_elsewhere("claude_code", source_id, key)
 
     def import_jsonl(
         self, path: str | Path, *, format: str | None = None, strict: bool = False
@@ -212,11 +294,21 @@ class Importer:
                 elif file is None:
                     stream = stdin if stdin is not None else sys.stdin.buffer
                     sessions = parse_stream(
-                        cast(BinaryIO, stream), "<stdin>", format=format, strict=strict
+                        cast(BinaryIO, stream),
+                        "<stdin>",
+                        format=format,
+                        strict=strict,
+                        usage_check=self._usage_check,
                     )
                     self._import_sessions(sessions, report, strict, progress, done_bytes, position)
                 else:
-                    sessions = parse_file(file, format=format, strict=strict, on_open=opened.append)
+                    sessions = parse_file(
+                        file,
+                        format=format,
+                        strict=strict,
+                        on_open=opened.append,
+                        usage_check=self._usage_check,
+                    )
                     self._import_sessions(sessions, report, strict, progress, done_bytes, position)
             except NotATranscript as err:
                 report.not_transcripts.append(str(err))
@@ -277,32 +369,8 @@ class Importer:
             on_problem = _collector(seen, parsed.path)
             entries = _entries(parsed, progress, done_bytes, report.entries, position)
 
-            session_id, counts = self.ingest.ingest(
-                parsed.header,
-                entries,
-                source_format=parsed.source_format,
-                source_id=parsed.source_id,
-                source_path=parsed.path,
-                source_version=parsed.source_version,
-                parent_source_id=parsed.parent_source_id,
-                on_problem=on_problem,
-                strict=strict,
-            )
-            problems = [*parsed.problems, *seen]
-            report.sessions.append(session_id)
-            report.entries += counts.entries
-            report.turns += counts.turns
-            report.messages += counts.messages
-            report.conflicts += counts.conflicts
-            report.repaired += counts.repaired + sum(p.repaired for p in parsed.problems)
-            report.skipped += counts.skipped + sum(not p.repaired for p in parsed.problems)
-            report.problems.extend(
-                {
-                    "path": p.path,
-                    "line": p.line,
-                    "kind": p.kind,
-                    "message": p.message,
-                    "repaired": p.repaired,
-                }
-                for p in problems
-            )
+            with self.ingest.db.atomic():  # the entries and the responses they count
+                session_id, counts = ingest_parsed(
+                    self.ingest.ingest, self.usage, parsed, entries, on_problem, strict
+                )
+            report.add_session(session_id, counts, parsed.problems, seen)

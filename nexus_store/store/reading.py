@@ -18,6 +18,7 @@ from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
 from nexus_store.store.leaves import check_active_leaf
+from nexus_store.store.resets import latest_reset
 from nexus_store.store.sql import SESSION_SQL, TURN_SQL
 
 __all__ = ["Reading"]
@@ -345,6 +346,9 @@ class Reading:
         ).fetchone()
         compaction = leaf[2]
         stop_depth = leaf[7] if leaf[7] is not None else (leaf[6] if leaf[6] is not None else 0)
+        reset = latest_reset(self.db, session_key, leaf_key, leaf[6])  # OpenClaw's resets
+        if reset is not None:
+            compaction, stop_depth = None, reset.stop_depth
         rows = self.db.execute(
             self.db.dialect.statements.context,
             {
@@ -355,13 +359,15 @@ class Reading:
             },
         )
         messages, turn_ids, kinds, tokens = build_messages(rows, compaction)
+        if reset is not None:
+            messages, turn_ids, kinds, tokens = reset.keep(messages, turn_ids, kinds, tokens)
         return Context.model_construct(
             session_id=session_id,
             leaf_id=leaf[0],
             messages=messages,
             model=None if leaf[4] is None else jsoncodec.loads(leaf[4]),
             thinking_level=leaf[5],
-            tokens=leaf[3],
+            tokens=leaf[3] if reset is None else sum(tokens),
             turn_ids=turn_ids,
             turn_kinds=kinds,
             message_tokens=tokens,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+from nexus_store.rows import MESSAGE_COLUMNS
 from nexus_store.store.pathvalues import PARENT_COLUMNS
 
 __all__ = [
@@ -102,30 +103,7 @@ insert into messages (
 """
 
 # The columns of INSERT_MESSAGE_SQL, in order, for `insert_messages_sql`.
-MESSAGE_INSERT_COLUMNS = (
-    "turn_id",
-    "idx",
-    "role",
-    "content_kind",
-    "content_json",
-    "text",
-    "tokens",
-    "tool_call_id",
-    "tool_name",
-    "is_error",
-    "provider",
-    "model",
-    "api",
-    "stop_reason",
-    "timestamp_ms",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "total_tokens",
-    "cost",
-    "extra_json",
-)
+MESSAGE_INSERT_COLUMNS = ("turn_id", "idx", *MESSAGE_COLUMNS)
 # At most this many rows per `insert_messages_sql` statement (22 variables each; SQLite
 # allows 32,766 variables per statement, PostgreSQL 65,535).
 MESSAGES_PER_STATEMENT = 500

@@ -7,9 +7,11 @@ needs (the header and the parser's state). Then:
 
 * same identity, size and mtime: unchanged, nothing is read (one ``stat``);
 * same identity, not smaller, and the bytes before the offset still hash the same:
-  grown; pi v2/v3 and Claude Code files are read from the offset (only the new
-  bytes), other formats are re-read whole (their entries have no ids of their own;
-  the store keeps what it has and adds the rest);
+  grown; the file is read from the offset (only the new bytes), the reader resuming
+  from the state it left in the checkpoint (`nexus_store.formats.parse_tail`); a
+  checkpoint without state (a Codex rollout whose header is not settled yet, or one
+  written by an older version) re-reads the file whole (the store keeps what it
+  has and adds the rest);
 * another file at the path (replaced), smaller than the offset (truncated), or other
   bytes before the offset (rewritten): re-read from the start and reported; entries
   already stored are kept, entries with other content are conflicts, never
@@ -24,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from nexus_store.formats import NotATranscript, parse_stream, parse_tail
 from nexus_store.store.checkpoints import Checkpoint, Checkpoints
+from nexus_store.store.responses import ResponseUsage
 from nexus_store.sync.report import SyncReport, store_parsed
 
 if TYPE_CHECKING:
@@ -111,7 +115,7 @@ def _plan(cp: Checkpoint | None, st: os.stat_result, fd: int) -> _Plan:
         return _Plan("reread", 0, f"truncated from {cp.byte_offset:,} to {st.st_size:,} bytes")
     if cp.byte_offset and _tail_hash(fd, cp.byte_offset) != cp.tail_sha256:
         return _Plan("reread", 0, f"rewritten (the bytes before offset {cp.byte_offset:,} changed)")
-    if cp.state is None:  # a format read whole: the store keeps what it has
+    if cp.state is None:  # cannot be continued: read whole, the store keeps what it has
         return _Plan("grown", 0)
     return _Plan("grown", cp.byte_offset)
 
@@ -164,6 +168,11 @@ def sync_file(
                 raise NotATranscript(path, "no complete line yet")
             _record(checkpoints, cp, path, st, fd, plan, end, None, None)
             return
+        usage = ResponseUsage(store.handle)
+
+        def usage_check(source_id: str, key: str) -> bool:
+            return usage.counted_elsewhere("claude_code", source_id, key)
+
         window = _Window(fd, plan.start, end)
         stream: BinaryIO = io.BufferedReader(window, buffer_size=1 << 20)
         if plan.start > 0 and cp is not None and cp.format is not None and cp.state is not None:
@@ -174,9 +183,15 @@ def sync_file(
                 cp.state,
                 first_line=int(cp.state.get("lines", cp.lines)) + 1,
                 strict=strict,
+                boundary_after=_boundary_lookup(checkpoints, cp.session_id),
+                usage_check=usage_check,
             )
         else:
-            parsed = next(parse_stream(stream, str(path), strict=strict))
+            parsed = next(parse_stream(stream, str(path), strict=strict, usage_check=usage_check))
+            if parsed.format_guessed:
+                # Stored under a guessed format, the file would become a second session
+                # once its format shows: store nothing yet, look again when it grows.
+                raise NotATranscript(path, "no line recognized yet; looked at again as it grows")
         with store.atomic():
             session_id = store_parsed(store, parsed, report, strict=strict)
             _record(checkpoints, cp, path, st, fd, plan, end, parsed, session_id)
@@ -187,6 +202,14 @@ def sync_file(
             report.grown += 1
     finally:
         os.close(fd)
+
+
+def _boundary_lookup(
+    checkpoints: Checkpoints, session_key: int | None
+) -> Callable[[str], tuple[bool, str | None]] | None:
+    if session_key is None:
+        return None
+    return lambda uid: checkpoints.message_after(session_key, uid)
 
 
 def _record(

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from nexus_store.formats import ParsedSession, Problem
-from nexus_store.store.importing import ImportReport
+from nexus_store.store.importing import ImportReport, ingest_parsed
+from nexus_store.store.responses import ResponseUsage
 
 if TYPE_CHECKING:
     from nexus_store.store.facade import Store
@@ -47,8 +48,11 @@ def store_parsed(
 ) -> str:
     """Store one parsed session with `Store.ingest` and add what it did to ``report``.
 
+    A Claude Code session's responses that now carry usage are recorded in the same
+    transaction (`ResponseUsage`), so another file's copy of them counts none.
+
     Args:
-        store: The store (the caller may hold a transaction open around this).
+        store: The store (the caller holds a transaction open around this).
         parsed: The session; its entries are consumed.
         report: Receives counts and problems (file and line).
         strict: Stop at the first problem (`ConflictError`), storing nothing of it.
@@ -68,32 +72,7 @@ def store_parsed(
                 progress(n)
             yield item.line, item.entry, item.patch
 
-    session_id, counts = store.ingest(
-        parsed.header,
-        entries(),
-        source_format=parsed.source_format,
-        source_id=parsed.source_id,
-        source_path=parsed.path,
-        source_version=parsed.source_version,
-        parent_source_id=parsed.parent_source_id,
-        on_problem=on_problem,
-        strict=strict,
-    )
-    report.sessions.append(session_id)
-    report.entries += counts.entries
-    report.turns += counts.turns
-    report.messages += counts.messages
-    report.conflicts += counts.conflicts
-    report.repaired += counts.repaired + sum(p.repaired for p in parsed.problems)
-    report.skipped += counts.skipped + sum(not p.repaired for p in parsed.problems)
-    report.problems.extend(
-        {
-            "path": p.path,
-            "line": p.line,
-            "kind": p.kind,
-            "message": p.message,
-            "repaired": p.repaired,
-        }
-        for p in [*parsed.problems, *seen]
-    )
+    usage = ResponseUsage(store.handle)
+    session_id, counts = ingest_parsed(store.ingest, usage, parsed, entries(), on_problem, strict)
+    report.add_session(session_id, counts, parsed.problems, seen)
     return session_id

@@ -8,6 +8,7 @@
 // own transcript and retries the turn commit from its outbox.
 
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -15,6 +16,7 @@ import path from "node:path";
 
 export const ENGINE_ID = "nexus-store";
 const VERSION = "0.1.0";
+const STORE_FILE = "openclaw-agent.sqlite";
 const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "ENOTSOCK"]);
 
 function expandHome(p) {
@@ -26,6 +28,26 @@ export function defaultDatabase() {
   if (process.env.NEXUS_STORE_DB) return process.env.NEXUS_STORE_DB;
   const base = process.env.XDG_DATA_HOME || path.join(os.homedir(), ".local", "share");
   return path.join(base, "nexus_store", "sessions.db");
+}
+
+const POSTGRES_URL = /^postgres(?:ql)?:\/\//i;
+
+/** A PostgreSQL URL without its password (as nexus_store.store.pg.redact writes it). */
+export function redact(url) {
+  return url.replace(/(:\/\/[^:/@]*):[^@/]*@/, "$1:***@");
+}
+
+/**
+ * Where the service's files (token, lock, state, socket, log) live: beside a database
+ * file, or for a PostgreSQL URL in $XDG_STATE_HOME/nexus_store/services/<key>/db.*, the
+ * key the first 16 hex digits of the SHA-256 of the URL without its password (as
+ * nexus_store.service.runner.state_dir computes it).
+ */
+export function serviceBase(db) {
+  if (!POSTGRES_URL.test(db)) return db;
+  const state = process.env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state");
+  const key = createHash("sha256").update(redact(db)).digest("hex").slice(0, 16);
+  return path.join(state, "nexus_store", "services", key, "db");
 }
 
 /** An error of one engine call, with the method and the database named. */
@@ -40,16 +62,29 @@ export class NexusStoreError extends Error {
 /** Calls to the nexus-store service of one database, starting it when none answers. */
 export class ServiceClient {
   constructor(options = {}, logger = undefined) {
-    this.db = path.resolve(expandHome(options.db || defaultDatabase()));
+    const db = options.db || defaultDatabase();
+    this.db = POSTGRES_URL.test(db) ? db : path.resolve(expandHome(db));
+    this.label = POSTGRES_URL.test(db) ? redact(db) : this.db;
+    const base = serviceBase(this.db);
     this.command = Array.isArray(options.command) && options.command.length ? options.command : ["nexus-store"];
     this.startTimeoutMs = options.startTimeoutMs ?? 60000;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 120000;
     this.debugLog = options.debugLog || process.env.NEXUS_STORE_PLUGIN_DEBUG || "";
     this.logger = logger;
-    this.stateFile = `${this.db}.service.json`;
-    this.tokenFile = `${this.db}.token`;
-    this.logFile = `${this.db}.service.log`;
+    this.stateFile = `${base}.service.json`;
+    this.tokenFile = `${base}.token`;
+    this.logFile = `${base}.service.log`;
     this.starting = undefined;
+    // Where the service listens and its token, read once and read again only when a
+    // call cannot connect (a new service) or is refused (a new token): two file reads
+    // per call were a third of the client's time.
+    this.state = undefined;
+    this.token = undefined;
+    // Kept-alive connections on an agent of our own (whatever OpenClaw does to Node's
+    // global agent, e.g. a proxy, never applies to the loopback service). An idle socket
+    // does not keep the process alive and is closed after 20 s, before the service's
+    // 30 s keep-alive ends, so a call never lands on a socket the service is closing.
+    this.agent = new http.Agent({ keepAlive: true, timeout: 20000, maxSockets: 8, maxFreeSockets: 2 });
   }
 
   debug(record) {
@@ -70,7 +105,8 @@ export class ServiceClient {
   }
 
   readToken() {
-    return readFileSync(this.tokenFile, "utf8").trim();
+    this.token ??= readFileSync(this.tokenFile, "utf8").trim();
+    return this.token;
   }
 
   /** One HTTP request to the service; rejects with err.code set for connection failures. */
@@ -91,6 +127,7 @@ export class ServiceClient {
         {
           ...target,
           method: httpMethod,
+          agent: this.agent,
           path: `/v1/${method}`,
           headers: {
             Authorization: `Bearer ${token}`,
@@ -128,6 +165,7 @@ export class ServiceClient {
   async healthy(state) {
     try {
       const health = await this.request(state, "health", undefined, "GET");
+      if (this.label !== this.db) return health.service === "nexus_store" && health.database === this.label;
       return health.service === "nexus_store" && samePath(health.database, this.db);
     } catch {
       return false;
@@ -145,10 +183,11 @@ export class ServiceClient {
   async startOnce() {
     const existing = this.readState();
     if (existing && (await this.healthy(existing))) return existing;
-    mkdirSync(path.dirname(this.db), { recursive: true, mode: 0o700 });
+    mkdirSync(path.dirname(serviceBase(this.db)), { recursive: true, mode: 0o700 });
     const [program, ...args] = this.command;
     const out = openSync(this.logFile, "a", 0o600);
     let spawnError;
+    let exitCode;
     try {
       const child = spawn(program, [...args, "--db", this.db, "serve"], {
         detached: true,
@@ -156,6 +195,10 @@ export class ServiceClient {
       });
       child.on("error", (err) => {
         spawnError = err;
+      });
+      // 0: another service won the lock and answers soon; anything else: it failed
+      child.on("exit", (code, signal) => {
+        exitCode = code ?? signal;
       });
       child.unref();
     } finally {
@@ -168,6 +211,9 @@ export class ServiceClient {
       if (spawnError) {
         throw new NexusStoreError(`cannot run ${JSON.stringify(program)}: ${spawnError.message}; set the plugin's "command" (nexus-store openclaw install writes it)`);
       }
+      if (exitCode !== undefined && exitCode !== 0) {
+        throw new NexusStoreError(`the service exited (${exitCode}) before answering; see ${this.logFile}`);
+      }
       const state = this.readState();
       if (state && (await this.healthy(state))) return state;
     }
@@ -178,15 +224,20 @@ export class ServiceClient {
   async call(method, body) {
     const started = Date.now();
     try {
-      let state = this.readState();
-      if (!state) state = await this.start();
+      this.state ??= this.readState() ?? (await this.start());
       let result;
       try {
-        result = await this.request(state, method, body);
+        result = await this.request(this.state, method, body);
       } catch (err) {
-        if (!CONNECTION_ERRORS.has(err?.code)) throw err;
-        state = await this.start();
-        result = await this.request(state, method, body);
+        if (err?.status === 401 && this.token !== undefined) {
+          this.token = undefined; // the token file was made again: read it once more
+        } else if (CONNECTION_ERRORS.has(err?.code)) {
+          this.state = this.token = undefined; // a new service, maybe a new address
+          this.state = await this.start();
+        } else {
+          throw err;
+        }
+        result = await this.request(this.state, method, body);
       }
       this.debug({ method, ms: Date.now() - started, keys: Object.keys(body ?? {}), result: summarize(result) });
       return result;
@@ -195,7 +246,7 @@ export class ServiceClient {
       const kept = method === "commitTurn"
         ? "Nothing was lost: the turn stays in OpenClaw's outbox and is committed again on the next turn."
         : "Nothing was lost: OpenClaw's own transcript is unchanged.";
-      const message = `nexus_store ${method} failed: ${detail} (database ${this.db}; service log ${this.logFile}). ${kept}`;
+      const message = `nexus_store ${method} failed: ${detail} (database ${this.label}; service log ${this.logFile}). ${kept}`;
       this.debug({ method, error: message });
       this.logger?.warn?.(message);
       throw new NexusStoreError(message, { status: err?.status, cause: err });
@@ -219,6 +270,26 @@ function summarize(result) {
   return out;
 }
 
+/**
+ * OpenClaw's own transcript store of the session's agent (openclaw-agent.sqlite), which
+ * the service reads (read-only) to import a session's earlier history and the turns
+ * OpenClaw ran on its legacy engine: the agent folder OpenClaw gives the engine factory,
+ * else the store a commit's anchors name, else the default state folder.
+ */
+export function hostStore(ctx = {}, params = {}) {
+  if (typeof ctx.agentDir === "string" && ctx.agentDir) return path.join(ctx.agentDir, STORE_FILE);
+  for (const where of [params.admission, params.terminal, params.sessionTarget]) {
+    const p = where?.storePath;
+    if (typeof p === "string" && p.endsWith(`${path.sep}${STORE_FILE}`)) return p;
+  }
+  const agentDir = params.runtimeContext?.agentDir;
+  if (typeof agentDir === "string" && agentDir) return path.join(agentDir, STORE_FILE);
+  const key = (params.sessionKey ?? "").split(":");
+  const agent = key.length > 2 && key[0] === "agent" && key[1] ? key[1] : "main";
+  const state = expandHome(process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), ".openclaw"));
+  return path.join(state, "agents", agent, "agent", STORE_FILE);
+}
+
 function anchor(a) {
   if (!a || typeof a !== "object") return undefined;
   return { entryId: a.entryId, sessionId: a.sessionId, rawSeq: a.rawSeq, logicalTurnId: a.logicalTurnId };
@@ -235,6 +306,7 @@ export function createEngine(client, config = {}, ctx = {}) {
     sessionKey: params.sessionKey,
     workspaceDir: ctx.workspaceDir,
     cwd: params.runtimeContext?.cwd,
+    openclawStore: hostStore(ctx, params),
     options,
   });
   return {
@@ -330,7 +402,8 @@ export function createEngine(client, config = {}, ctx = {}) {
     },
 
     async dispose() {
-      // Nothing is held between calls: each request opens and closes its connection.
+      // Nothing is held between calls but one idle connection, which never keeps
+      // OpenClaw's process alive and is closed after 20 s.
     },
   };
 }
