@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
-from nexus_store.models import Turn
 from nexus_store.safe_write import private_text_file
-from nexus_store.store import Store
+from nexus_store.store.status import resolve_session_id, status_figures
+
+if TYPE_CHECKING:
+    from nexus_store.models import Turn
+    from nexus_store.store import Store
 
 __all__ = ["context"]
 
@@ -109,13 +112,14 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
         nexus-store context status latest
         nexus-store context status latest --window 128000 --json
     """
-    store = open_store(ctx)
-    info = store.resolve_session(session)
-    st = store.status(info.id, leaf, window=window)
+    # The figures of `Store.status` from the store's handle: this command imports no
+    # pydantic model (issue 17: it must start in well under 150 ms).
+    handle = open_store(ctx).handle
+    st = status_figures(handle, resolve_session_id(handle, session), leaf, window=window)
     if as_json:
-        echo_json(st.model_dump())
+        echo_json(st.as_dict())
         return
-    echo(f"Context status  session {info.id}  leaf {st.leaf_id}")
+    echo(f"Context status  session {st.session_id}  leaf {st.leaf_id}")
     echo(f"Tokens:          {st.tokens:,} / {st.window:,} ({st.percent:.1f}%)")
     echo(f"Auto-compact at: {st.threshold:,} tokens")
     echo(f"Compactions:     {st.compactions} on this path")

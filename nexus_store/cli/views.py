@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus_store.blocks import flatten_text, tool_calls
-from nexus_store.models import Turn
+
+if TYPE_CHECKING:
+    from nexus_store.models import Turn
 
 __all__ = ["FOLD_RUNS_OVER", "draw_tree", "message_preview", "turn_preview"]
 

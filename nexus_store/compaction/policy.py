@@ -24,17 +24,27 @@ The decisions are plain functions of a token count and the config:
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from collections.abc import Mapping
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nexus_store.compaction.prune import PruneConfig
+from nexus_store.degradation import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_LAYER_TRIGGERS,
+    DEFAULT_MAX_AUTO_COMPACTIONS,
+    DEFAULT_RESERVE_TOKENS_FLOOR,
+    DEFAULT_SOFT_THRESHOLD_TOKENS,
+    DEFAULT_WARN_AT_COMPACTION,
+    RiskLevel,
+    RiskLimits,
+    assess,
+    percent_threshold,
+)
 from nexus_store.errors import NexusError
 
 __all__ = [
@@ -58,7 +68,6 @@ __all__ = [
 ]
 
 LayerName = Literal["prune", "summarize", "full"]
-RiskLevel = Literal["low", "medium", "high", "critical"]
 
 CONFIG_ENV = "NEXUS_COMPACTION_CONFIG"
 """Environment variable naming the TOML file `load_config` reads when no path is given."""
@@ -89,13 +98,19 @@ class LayerConfig(BaseModel):
 DEFAULT_LAYERS = (
     LayerConfig(
         name="prune",
-        trigger_percent=80,
+        trigger_percent=DEFAULT_LAYER_TRIGGERS["prune"],
         protect_recent_tokens=40_000,
         min_tool_output_tokens=50_000,
         use_llm=False,
     ),
-    LayerConfig(name="summarize", trigger_percent=88, protect_recent_tokens=25_000),
-    LayerConfig(name="full", trigger_percent=95, protect_recent_tokens=15_000),
+    LayerConfig(
+        name="summarize",
+        trigger_percent=DEFAULT_LAYER_TRIGGERS["summarize"],
+        protect_recent_tokens=25_000,
+    ),
+    LayerConfig(
+        name="full", trigger_percent=DEFAULT_LAYER_TRIGGERS["full"], protect_recent_tokens=15_000
+    ),
 )
 
 
@@ -153,16 +168,16 @@ class CompactionConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    context_window: int = Field(default=200_000, gt=0)
-    reserve_tokens_floor: int = Field(default=20_000, ge=0)
-    soft_threshold_tokens: int = Field(default=4_000, ge=0)
+    context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, gt=0)
+    reserve_tokens_floor: int = Field(default=DEFAULT_RESERVE_TOKENS_FLOOR, ge=0)
+    soft_threshold_tokens: int = Field(default=DEFAULT_SOFT_THRESHOLD_TOKENS, ge=0)
     keep_recent_tokens: int = Field(default=20_000, ge=0)
     max_chunk_share: float = Field(default=0.4, gt=0, le=1)
     summary_parts: int = Field(default=2, ge=1, le=16)
     auto_enabled: bool = True
     layers: tuple[LayerConfig, ...] = DEFAULT_LAYERS
-    warn_at_compaction: int = Field(default=3, ge=1)
-    max_auto_compactions: int = Field(default=5, ge=1)
+    warn_at_compaction: int = Field(default=DEFAULT_WARN_AT_COMPACTION, ge=1)
+    max_auto_compactions: int = Field(default=DEFAULT_MAX_AUTO_COMPACTIONS, ge=1)
     prune: PruneConfig = PruneConfig()
     summarizer: SummarizerOptions = SummarizerOptions()
 
@@ -181,6 +196,18 @@ class CompactionConfig(BaseModel):
         if percents != sorted(percents):
             raise ValueError(f"layers must be ordered by trigger_percent (got {percents})")
         return self
+
+    @property
+    def risk_limits(self) -> RiskLimits:
+        """The limits `nexus_store.degradation.assess` rates a context against."""
+        return RiskLimits(
+            context_window=self.context_window,
+            reserve_tokens_floor=self.reserve_tokens_floor,
+            soft_threshold_tokens=self.soft_threshold_tokens,
+            warn_at_compaction=self.warn_at_compaction,
+            max_auto_compactions=self.max_auto_compactions,
+            layer_triggers=tuple(layer.trigger_percent for layer in self.layers),
+        )
 
     @property
     def max_chunk_tokens(self) -> int:
@@ -384,8 +411,7 @@ def layer_threshold(layer: LayerConfig, context_window: int) -> int:
     Returns:
         ``ceil(context_window * trigger_percent / 100)`` without float rounding.
     """
-    percent = Fraction(str(layer.trigger_percent))
-    return math.ceil(context_window * percent / 100)
+    return percent_threshold(layer.trigger_percent, context_window)
 
 
 def select_layer(tokens: int, tool_output_tokens: int, cfg: CompactionConfig) -> LayerConfig | None:
@@ -428,9 +454,6 @@ class Degradation(BaseModel):
     recommendation: str
 
 
-_RISKS: tuple[RiskLevel, ...] = ("low", "medium", "high", "critical")
-
-
 def evaluate_degradation(
     compaction_count: int,
     cfg: CompactionConfig,
@@ -448,6 +471,7 @@ def evaluate_degradation(
     trigger formula's threshold (``window - reserve_tokens_floor -
     soft_threshold_tokens``: compaction is due), medium from the lowest layer's
     trigger. The higher of the two risks wins, and the recommendation says both.
+    The rules are `nexus_store.degradation.assess`, on ``cfg.risk_limits``.
 
     Args:
         compaction_count: Compactions on the path of the leaf.
@@ -458,66 +482,13 @@ def evaluate_degradation(
     Returns:
         A `Degradation`.
     """
-    count = max(0, compaction_count)
-    loss = min(90, count * 10)
-    medium_from = max(1, cfg.warn_at_compaction - 1)
-    risk: RiskLevel
-    if count >= cfg.max_auto_compactions:
-        risk = "critical"
-        advice = (
-            f"Critical: compacted {count} times; the context has lost much of its detail and "
-            "automatic compaction is stopped. Export the session "
-            "(nexus-store context export SESSION backup.json) and start a fresh one."
-        )
-    elif count >= cfg.warn_at_compaction:
-        risk = "high"
-        advice = (
-            f"Compacted {count} times; quality may be degrading. Consider exporting the session "
-            "and starting a fresh one."
-        )
-    elif count >= medium_from:
-        risk = "medium"
-        advice = f"Compacted {count} time{'s' if count != 1 else ''}; context is still healthy."
-    else:
-        risk = "low"
-        advice = "Context quality is healthy."
-    if tokens is not None:
-        fill_risk, fill_advice = _fill_level(
-            tokens, cfg, cfg.context_window if window is None else window
-        )
-        if fill_risk != "low":
-            if risk == "low":
-                advice = fill_advice
-            else:
-                advice = f"{fill_advice} {advice}"
-            risk = max(risk, fill_risk, key=_RISKS.index)
+    found = assess(compaction_count, cfg.risk_limits, tokens=tokens, window=window)
     return Degradation(
-        compaction_count=count, risk=risk, information_loss_estimate=loss, recommendation=advice
+        compaction_count=found.compaction_count,
+        risk=found.risk,
+        information_loss_estimate=found.information_loss_estimate,
+        recommendation=found.recommendation,
     )
-
-
-def _fill_level(tokens: int, cfg: CompactionConfig, window: int) -> tuple[RiskLevel, str]:
-    """The risk and advice of a context of ``tokens`` tokens in ``window``."""
-    threshold = max(0, window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens)
-    percent = tokens / window * 100
-    if tokens >= window:
-        return "critical", (
-            f"The context ({tokens:,} tokens, {percent:.1f}%) does not fit the {window:,}-token "
-            "window: the model cannot take it. Compact now (nexus-store compact SESSION)."
-        )
-    if tokens >= threshold:
-        return "high", (
-            f"The context ({tokens:,} tokens, {percent:.1f}%) is past the auto-compaction "
-            f"trigger ({threshold:,} = window - reserve - soft threshold): compact now "
-            "(nexus-store compact SESSION)."
-        )
-    lowest = min((layer_threshold(layer, window) for layer in cfg.layers), default=threshold)
-    if tokens >= lowest:
-        return "medium", (
-            f"The context ({tokens:,} tokens, {percent:.1f}%) is nearing the auto-compaction "
-            f"trigger ({threshold:,} tokens)."
-        )
-    return "low", ""
 
 
 def should_block_auto_compaction(compaction_count: int, cfg: CompactionConfig) -> bool:

@@ -20,7 +20,7 @@ from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
 from nexus_store.store.indexqueue import defer_message_index
-from nexus_store.store.leaves import dangling
+from nexus_store.store.leaves import ACTIVE_LEAF, dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
 from nexus_store.store.sql import (
@@ -35,15 +35,6 @@ from nexus_store.store.sql import (
 from nexus_store.tokens import TokenCounter, message_tokens
 
 __all__ = ["ACTIVE_LEAF", "Appends", "turn_values"]
-
-
-class _ActiveLeaf:
-    def __repr__(self) -> str:
-        return "ACTIVE_LEAF"
-
-
-ACTIVE_LEAF: Any = _ActiveLeaf()
-"""Parent marker: append as a child of the session's active leaf (the default)."""
 
 
 class Appends:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from nexus_store.store import pg
-from nexus_store.store.appends import ACTIVE_LEAF
 from nexus_store.store.connection import DEFAULT_WAL_LIMIT
 from nexus_store.store.dialect import PostgresDialect
 from nexus_store.store.facade_docs import PartDocs, document_from_parts
+from nexus_store.store.leaves import ACTIVE_LEAF
 from nexus_store.store.opening import open_handle
 from nexus_store.store.parts import make_part, part_classes
 

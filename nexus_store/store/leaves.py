@@ -6,18 +6,30 @@ the active leaf that found no turn used to fail with a raw TypeError, and an app
 silently started a new root, dropping the history from the context. Both now stop
 with `DanglingLeaf`, which names the repair: ``nexus-store doctor --fix`` (its
 ``active_leaf`` check moves the leaf to the session's last turn).
+
+`ACTIVE_LEAF`, the parent marker of appends, lives here too: the facade names it in
+its signatures, and importing it must not import the append part (issue 17: start-up).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus_store.errors import DanglingLeaf
 
 if TYPE_CHECKING:
     from nexus_store.store.db import Handle
 
-__all__ = ["check_active_leaf", "dangling"]
+__all__ = ["ACTIVE_LEAF", "check_active_leaf", "dangling"]
+
+
+class _ActiveLeaf:
+    def __repr__(self) -> str:
+        return "ACTIVE_LEAF"
+
+
+ACTIVE_LEAF: Any = _ActiveLeaf()
+"""Parent marker: append as a child of the session's active leaf (the default)."""
 
 
 def dangling(session_id: str, leaf_key: int) -> DanglingLeaf:

@@ -8,18 +8,25 @@ context; status reads the path values stored on the leaf and costs O(1).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
-from nexus_store.compaction.policy import CompactionConfig, evaluate_degradation
 from nexus_store.errors import SessionNotFound, TurnNotFound
 from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
-from nexus_store.store.leaves import check_active_leaf
 from nexus_store.store.resets import latest_reset
 from nexus_store.store.sql import SESSION_SQL, TURN_SQL
+from nexus_store.store.status import (
+    DEFAULT_LIMITS,
+    resolve_session_id,
+    session_and_leaf,
+    status_figures,
+)
+
+if TYPE_CHECKING:
+    from nexus_store.compaction.policy import CompactionConfig
 
 __all__ = ["Reading"]
 
@@ -104,35 +111,7 @@ class Reading:
         Raises:
             SessionNotFound: If nothing or more than one session matches.
         """
-        exact = self.find_session(ref)
-        if exact is not None:
-            return exact
-        if ref == "latest":
-            sessions = self.list_sessions(limit=1)
-            if not sessions:
-                raise SessionNotFound("there are no sessions in this database yet")
-            return sessions[0]
-        if not _storable(ref):
-            raise SessionNotFound(f"no session with id or id prefix {ref!r}")
-        pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self.db.execute(
-            "select uid, title, cwd from sessions where uid like ? escape '\\' order by uid "
-            "limit 11",
-            [pattern],
-        ).fetchall()
-        if len(rows) == 1:
-            return self.get_session(rows[0][0])
-        if not rows:
-            raise SessionNotFound(f"no session with id or id prefix {ref!r}")
-        # Sub-agent sessions share their parent's id prefix (issue 15): name them.
-        shown = [
-            uid + (f" ({title or cwd})" if title or cwd else "") for uid, title, cwd in rows[:10]
-        ]
-        more = ", ..." if len(rows) > 10 else ""
-        raise SessionNotFound(
-            f"{ref!r} is the prefix of several sessions: {', '.join(shown)}{more}; give more of "
-            "the id"
-        )
+        return self.get_session(resolve_session_id(self.db, ref))
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -243,12 +222,7 @@ class Reading:
         return self._turns_from_rows(session_id, rows)
 
     def _leaf_key(self, session_id: str, leaf_id: str | None) -> tuple[int, int | None]:
-        session_key, active = self.db.session_row(session_id)
-        if leaf_id is None:
-            if active is not None:  # issue 18: a dangling leaf is an error, not a TypeError
-                check_active_leaf(self.db, session_key, session_id, active)
-            return session_key, active
-        return session_key, self.db.turn_key(session_key, session_id, leaf_id)
+        return session_and_leaf(self.db, session_id, leaf_id)
 
     def path_keys(self, session_key: int, leaf_key: int, stop_depth: int = 0) -> list[int]:
         """Keys of the turns on the path to a leaf, from the turn at ``stop_depth`` down."""
@@ -393,42 +367,6 @@ class Reading:
             Tokens, window, percent, compactions on the path, the last compaction and
             the degradation risk.
         """
-        cfg = config or CompactionConfig()
-        window = cfg.context_window if window is None else window
-        if window <= 0:
-            raise ValueError(f"window must be a positive number of tokens, not {window}")
-        _, leaf_key = self._leaf_key(session_id, leaf_id)
-        tokens = compactions = 0
-        leaf_uid = None
-        last: dict[str, Any] | None = None
-        if leaf_key is not None:
-            row = self.db.execute(
-                "select t.uid, t.context_tokens, t.compaction_count, c.uid, c.created_utc, "
-                "c.tokens_before, c.tokens_after, c.trigger, c.layer, c.messages_compacted "
-                "from turns t left join turns c on c.id = t.compaction_id where t.id = ?",
-                [leaf_key],
-            ).fetchone()
-            leaf_uid, tokens, compactions = row[0], row[1], row[2]
-            if row[3] is not None:
-                last = {
-                    "id": row[3],
-                    "timestamp": row[4],
-                    "tokens_before": row[5],
-                    "tokens_after": row[6],
-                    "trigger": row[7],
-                    "layer": row[8],
-                    "messages_compacted": row[9],
-                }
-        degradation = evaluate_degradation(compactions, cfg, tokens=tokens, window=window)
-        return ContextStatus(
-            session_id=session_id,
-            leaf_id=leaf_uid,
-            tokens=tokens,
-            window=window,
-            percent=round(tokens / window * 100, 2),
-            compactions=compactions,
-            last_compaction=last,
-            risk=degradation.risk,
-            recommendation=degradation.recommendation,
-            threshold=max(0, window - cfg.reserve_tokens_floor - cfg.soft_threshold_tokens),
-        )
+        limits = DEFAULT_LIMITS if config is None else config.risk_limits
+        figures = status_figures(self.db, session_id, leaf_id, window=window, limits=limits)
+        return ContextStatus(**figures.as_dict())
