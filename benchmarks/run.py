@@ -39,6 +39,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import bench_gc  # noqa: E402
+import bench_startup  # noqa: E402
 import bench_turns  # noqa: E402
 import workload  # noqa: E402
 from peers import (  # noqa: E402
@@ -66,6 +67,7 @@ WORKLOADS = (
     "turns",
     "gc",
     "assemble",
+    "startup",
 )
 
 
@@ -90,6 +92,9 @@ class Config:
     #: Dead turns removed by gc, and messages assembled (issue 18: both linear).
     gc_sizes: list[int] = field(default_factory=list)
     assemble_sizes: list[int] = field(default_factory=list)
+    #: startup: `nexus-store context status` on a session of this many turns, N runs.
+    startup_turns: int = 100_000
+    startup_runs: int = 21
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -109,6 +114,8 @@ class Config:
                 turns_n=200,
                 gc_sizes=[1_000, 5_000],
                 assemble_sizes=[6_000],
+                startup_turns=2_000,
+                startup_runs=5,
             )
         return cls(
             quick=False,
@@ -609,6 +616,14 @@ def run_sync(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def run_startup(cfg: Config, peers: list[type[Peer]], res: Results) -> None:
+    """`nexus-store context status` in a fresh process, start-up included (issue 17)."""
+    if NexusPeer not in peers:
+        res.note("startup skipped: nexus_store not selected")
+        return
+    bench_startup.run_startup(cfg.startup_turns, cfg.startup_runs, res.add, res.note)
+
+
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -799,6 +814,9 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
         out.extend(["", head, "-" * len(head)])
         for r in sy:
             out.append(f"  {r['peer']:44s} {r['median_s']:9.3f} s  {r['bytes'] / 1e6:9.1f} MB read")
+    startup = bench_startup.render(recs)
+    if startup:
+        out.extend(["", *startup])
     out.extend(["", "targets (issue 5)", "-----------------"])
     out.extend(targets(res, cfg))
     if res.notes:
@@ -817,6 +835,11 @@ MISS_WHY = {
         "messages into the turn row, or indexing search in batches would close part of it."
     ),
     "append WAL FULL": "the fsync per commit dominates; see WAL NORMAL for the CPU part.",
+    "context status": (
+        "the command's own work is a few ms; the rest is the interpreter (the `python -c "
+        "pass` row) and imports (click about 40 ms CPU). A wall figure over the CPU figure "
+        "means a loaded machine: compare the CPU column (README.md)."
+    ),
     "storage": (
         "the FTS5 index over message text (migration 0002_search; external content, so the "
         "text itself is stored once) adds ~0.3 MB per 1,000 turns (+17%: 1.37x -> 1.60x), and this "
@@ -1030,6 +1053,7 @@ def targets(res: Results, cfg: Config) -> list[str]:
                 "than importing it whole)",
                 grown["bytes"] <= passes * 1.1e6 and grown["median_s"] < whole["median_s"],
             )
+    line(*bench_startup.target(res.records))
     for label, why in MISS_WHY.items():
         if any(f"[MISS] {label}" in x for x in lines):
             lines.append(f"         why {label}: {why}")
@@ -1140,6 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
         ("turns", run_turns),
         ("gc", lambda c, _p, r: bench_gc.run_gc(c.gc_sizes, r, fresh_dir("gc"))),
         ("assemble", lambda c, _p, r: bench_gc.run_assemble(c.assemble_sizes, r, fresh_dir("asm"))),
+        ("startup", run_startup),
     ]
     for name, fn in phases:
         if name in wanted or (name == "context" and "storage" in wanted):

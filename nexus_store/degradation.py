@@ -15,9 +15,7 @@ configured limits with pydantic and calls the same rules
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Literal
 
 __all__ = [
@@ -102,14 +100,25 @@ class Assessment:
 def percent_threshold(trigger_percent: float, context_window: int) -> int:
     """The smallest token count at ``trigger_percent`` of the window, computed exactly.
 
+    The percent is taken as the decimal it is written as (87.3 is 873/10, not the
+    binary float nearest to it), in integers: `fractions` would cost the status
+    command a few milliseconds of imports.
+
     Returns:
         ``ceil(context_window * trigger_percent / 100)`` without float rounding.
 
     Example:
         >>> percent_threshold(88, 200_000), percent_threshold(0.1, 10)
         (176000, 1)
+        >>> percent_threshold(87.3, 1000)  # 872.9999... with floats
+        873
     """
-    return math.ceil(context_window * Fraction(str(trigger_percent)) / 100)
+    mantissa, _, exponent = repr(float(trigger_percent)).partition("e")  # "87.3", "1e-05"
+    whole, _, decimals = mantissa.partition(".")
+    numerator, shift = int(whole + decimals), len(decimals) - int(exponent or 0)
+    if shift < 0:
+        numerator, shift = numerator * 10**-shift, 0
+    return -(-context_window * numerator // (100 * 10**shift))
 
 
 def assess(

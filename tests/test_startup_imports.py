@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nexus_store import Store
 from nexus_store.cli import cli
 from nexus_store.compaction.policy import CompactionConfig, LayerConfig
+from nexus_store.degradation import percent_threshold
 from nexus_store.errors import SessionNotFound
 from nexus_store.models import ContextStatus
 from nexus_store.store.status import (
@@ -209,6 +214,29 @@ class TestOneSourceOfFigures:
             f"Last compaction: {ids[8]} at {stamp} (auto, full) 1,234 → 56 tokens",
             "Degradation:     medium — Compacted 2 times; context is still healthy.",
         ]
+
+
+class TestPercentThreshold:
+    """The integer arithmetic of `percent_threshold` against `fractions` (its reference)."""
+
+    @given(
+        st.one_of(
+            st.floats(min_value=1e-9, max_value=100),
+            st.decimals(min_value=0, max_value=100, places=3).map(float),
+            st.integers(min_value=1, max_value=100),
+        ),
+        st.integers(min_value=1, max_value=10**8),
+    )
+    def test_as_fractions_of_its_text(self, percent: float, window: int) -> None:
+        expected = math.ceil(window * Fraction(str(float(percent))) / 100)
+        assert percent_threshold(percent, window) == expected
+
+    def test_the_guard_loads_no_fractions(self) -> None:
+        loaded = _loaded(
+            "from nexus_store.degradation import assess, RiskLimits\n"
+            "assess(2, RiskLimits(), tokens=170_000)"
+        )
+        assert "fractions" not in loaded and "pydantic" not in loaded
 
 
 class TestResolve:

@@ -10,7 +10,6 @@ import click
 
 from nexus_store.cli._common import echo, echo_json, json_option, open_store
 from nexus_store.cli.views import message_preview
-from nexus_store.safe_write import private_text_file
 from nexus_store.store.status import resolve_session_id, status_figures
 
 if TYPE_CHECKING:
@@ -271,6 +270,8 @@ def export_backup(ctx: click.Context, session: str, file: Path) -> None:
     Example:
         nexus-store context export latest backup.json
     """
+    from nexus_store.safe_write import private_text_file  # not at import (issue 17)
+
     store = open_store(ctx)
     info = store.resolve_session(session)
     data = store.backup_session(info.id)
