@@ -116,9 +116,9 @@ def percent_threshold(trigger_percent: float, context_window: int) -> int:
     mantissa, _, exponent = repr(float(trigger_percent)).partition("e")  # "87.3", "1e-05"
     whole, _, decimals = mantissa.partition(".")
     numerator, shift = int(whole + decimals), len(decimals) - int(exponent or 0)
-    if shift < 0:
-        numerator, shift = numerator * 10**-shift, 0
-    return -(-context_window * numerator // (100 * 10**shift))
+    scale = int(10 ** abs(shift))
+    numerator, denominator = (numerator, 100 * scale) if shift >= 0 else (numerator * scale, 100)
+    return -(-context_window * numerator // denominator)
 
 
 def assess(
