@@ -85,6 +85,11 @@ def _lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in log.read_text().splitlines() if x.endswith("}")]
 
 
+def _written(log: Path) -> bool:
+    """Whether the writer has committed an append (or stopped with an error)."""
+    return any("id" in x or "error" in x for x in _lines(log))
+
+
 @pytest.fixture
 def dead_db(tmp_path: Path) -> Path:
     db = tmp_path / "gc.db"
@@ -147,10 +152,13 @@ class TestConcurrentWriter:
         log = tmp_path / "writer.log"
         writer = _worker(dead_db, "write", log, target)
         try:
+            # Wait for a committed append, not the "ready" line: the store builds its
+            # append part (and imports it) on the first append, which may take longer
+            # than the whole gc on a loaded machine.
             deadline = time.monotonic() + 30
-            while not _lines(log) and time.monotonic() < deadline:
+            while not _written(log) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert _lines(log), "the writer did not start"
+            assert _written(log), "the writer did not start"
             with Store(dead_db) as store:
                 report = store.gc(
                     all_sessions=True,
