@@ -15,8 +15,7 @@ configured limits with pydantic and calls the same rules
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -50,8 +49,7 @@ DEFAULT_LAYER_TRIGGERS: dict[str, float] = {"prune": 80, "summarize": 88, "full"
 _RISKS: tuple[RiskLevel, ...] = ("low", "medium", "high", "critical")
 
 
-@dataclass(frozen=True)
-class RiskLimits:
+class RiskLimits(NamedTuple):
     """The numbers `assess` rates a context against (`CompactionConfig.risk_limits`).
 
     Attributes:
@@ -80,8 +78,7 @@ class RiskLimits:
         return max(0, window - self.reserve_tokens_floor - self.soft_threshold_tokens)
 
 
-@dataclass(frozen=True)
-class Assessment:
+class Assessment(NamedTuple):
     """What `assess` found (the fields of `nexus_store.compaction.policy.Degradation`).
 
     Attributes:

@@ -13,9 +13,7 @@ pydantic, the reading part nor the compaction package (issue 17: start-up).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nexus_store.degradation import RiskLimits, assess
 from nexus_store.errors import SessionNotFound
@@ -51,8 +49,7 @@ _LAST_COMPACTION = (
 )
 
 
-@dataclass(frozen=True)
-class StatusFigures:
+class StatusFigures(NamedTuple):
     """How full a leaf's context is (the fields of `nexus_store.models.ContextStatus`).
 
     Attributes:
@@ -82,7 +79,7 @@ class StatusFigures:
 
     def as_dict(self) -> dict[str, Any]:
         """The figures by field name, in field order (what ``--json`` prints)."""
-        return dataclasses.asdict(self)
+        return self._asdict()
 
 
 def session_and_leaf(db: Handle, session_id: str, leaf_id: str | None) -> tuple[int, int | None]:
