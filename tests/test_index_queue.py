@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexus_store import InvalidEntry, Store
+from nexus_store import InvalidEntry, Store, migrate
 from nexus_store.store import indexqueue
 from nexus_store.store.indexqueue import TAIL_MESSAGES, check_message_index
+from nexus_store.store.readonly import run_readonly
 
 
 def user(text: str) -> dict[str, Any]:
@@ -338,3 +339,68 @@ def test_search_counts_match_a_reference(ops: list[tuple[str, int]]) -> None:
             expected += n
         assert hits(store, "heron") == expected
         fts_ok(store)
+
+
+def test_migrating_an_existing_store_starts_the_watermark_at_its_last_message(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = migrate.schema_files()
+    before = [f for f in files if f.stem < "0060"]
+    monkeypatch.setattr(migrate, "schema_files", lambda: before)
+    with Store(store_path, counter="chars4") as old:
+        s = old.create_session(id="old").id
+        for i in range(5):
+            old.append_message(s, user(f"yak {i}"))
+        last = old.conn.execute("select max(id) from messages").fetchone()[0]
+    monkeypatch.undo()
+    with Store(store_path) as new:
+        assert "0060_search_watermark" in migrate.applied(new.db)
+        assert state(new.conn) == (last, last)
+        assert indexed(new.conn, "yak") == 5
+        new.append_message("old", user("and a new yak"))
+        assert state(new.conn) == (last + 1, last)  # the new one is in the tail
+        assert hits(new, "yak") == 6
+        fts_ok(new)
+
+
+def test_sql_indexes_the_tail_before_a_query_on_the_index(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = Store(str(path), counter="chars4")
+    s = store.create_session()
+    store.append_message(s.id, user("pangolin"))
+    query = "select count(*) from messages_fts where messages_fts match 'pangolin'"
+    # while another process holds the write lock, sql does not wait: the index lags
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("begin immediate")
+    _, rows = run_readonly(path, query)
+    assert list(rows) == [(0,)]
+    other.execute("rollback")
+    other.close()
+    _, rows = run_readonly(path, query)
+    assert list(rows) == [(1,)]
+    assert state(store.conn)[0] == state(store.conn)[1]
+    # a query that does not name the index writes nothing
+    store.append_message(s.id, user("pangolin two"))
+    before = state(store.conn)
+    _, rows = run_readonly(path, "select count(*) from messages")
+    assert list(rows) == [(2,)]
+    assert state(store.conn) == before
+    store.close()
+
+
+def test_doctor_finds_a_doubly_indexed_tail_and_rebuilds(store: Store) -> None:
+    s = store.create_session()
+    for word in ("alpha", "beta"):
+        store.append_message(s.id, user(word))
+    assert hits(store, "beta") == 1
+    assert store.doctor().ok
+    # someone rebuilt the index by hand without moving the watermark
+    store.conn.execute("update search_watermark set messages_indexed_to = 0")
+    store.conn.commit()
+    report = store.doctor()
+    assert [f.check for f in report.findings] == ["search_index"]
+    fixed = store.doctor(fix=True)
+    assert fixed.ok and "rebuilt the message search index" in fixed.actions
+    assert store.doctor().ok
+    assert hits(store, "alpha") == 1 and hits(store, "beta") == 1
+    fts_ok(store)
