@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_turns  # noqa: E402
+import bench_turns
 
-from nexus_store import Store  # noqa: E402
-from nexus_store.store import indexqueue  # noqa: E402
+from nexus_store import Store
+from nexus_store.store import indexqueue
 
 
 def measure(threshold: int, n: int, folder: Path) -> dict[str, float]:
