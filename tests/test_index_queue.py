@@ -404,3 +404,15 @@ def test_doctor_finds_a_doubly_indexed_tail_and_rebuilds(store: Store) -> None:
     assert store.doctor().ok
     assert hits(store, "alpha") == 1 and hits(store, "beta") == 1
     fts_ok(store)
+
+
+def test_a_read_only_store_searches_the_index_as_it_stands(store: Store) -> None:
+    s = store.create_session()
+    store.append_message(s.id, user("kinkajou one"))
+    assert hits(store, "kinkajou") == 1
+    store.append_message(s.id, user("kinkajou two"))
+    store.handle.read_only = "a read-only file (test)"  # as a file it cannot write
+    assert hits(store, "kinkajou") == 1  # the tail is not indexed, and nothing fails
+    assert check_message_index(store.handle) is None  # (not checked: needs the lock)
+    store.handle.read_only = None
+    assert hits(store, "kinkajou") == 2
