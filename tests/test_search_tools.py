@@ -25,6 +25,7 @@ import pytest
 from nexus_store import Store
 from nexus_store.datasette import canned_queries, metadata
 from nexus_store.store import snippets
+from nexus_store.store.indexqueue import check_message_index
 from nexus_store.store.snippets import WindowSnippets, first_hit, query_terms
 
 try:
@@ -200,15 +201,15 @@ class TestSqliteUtils:
                 "messages_fts_after_delete",
                 "messages_fts_after_update",
             }
-            store.conn.execute(
-                "insert into messages_fts (messages_fts, rank) values ('integrity-check', 1)"
-            )
-        # a database written before the migration: drop its record and the new index
-        # shape back to 0002's, then open it again
+            assert check_message_index(store.handle) is None
+        # a database written before the migration: drop its record (and the later
+        # watermark's) and the new index shape back to 0002's, then open it again
         conn = sqlite3.connect(store_path)
         conn.executescript(
             """
-            delete from _sqlite_migrations where name = '0030_search_content_declared';
+            delete from _sqlite_migrations
+                where name in ('0030_search_content_declared', '0060_search_watermark');
+            drop table search_watermark;
             drop trigger messages_fts_after_insert;
             drop trigger messages_fts_after_delete;
             drop trigger messages_fts_after_update;

@@ -19,7 +19,7 @@ from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
-from nexus_store.store.indexqueue import defer_message_index
+from nexus_store.store.indexqueue import queue_messages
 from nexus_store.store.leaves import ACTIVE_LEAF, dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
@@ -74,9 +74,6 @@ class Appends:
         entry = dict(entry)
         _validate_native(entry)
         db = self.db
-        # In a caller's transaction the new messages are indexed for search once, at
-        # its commit, not by a trigger per row (store/indexqueue.py).
-        defer_message_index(db)
         if db.in_transaction and db.dialect.statement_rollback and _few_messages(entry):
             # Inside a caller's transaction on SQLite no savepoint is needed: the append
             # writes with two statements, each atomic on its own, and `_append` undoes
@@ -339,6 +336,9 @@ class Appends:
                 insert_messages_sql(len(chunk)),
                 [row[c] for row in chunk for c in MESSAGE_INSERT_COLUMNS],
             )
+        if rows:
+            # indexed for search in bulk with the tail they join (store/indexqueue.py)
+            queue_messages(db, sum(len(row["text"] or "") for row in rows))
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid

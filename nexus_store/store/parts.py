@@ -75,7 +75,7 @@ def make_part(store: Store, name: str) -> object:
     if name == "_ingester":
         from nexus_store.store.ingest import Ingest
 
-        return Ingest(handle, store._reading, store._searcher)
+        return Ingest(handle, store._reading)
     if name == "_importer":
         from nexus_store.store.importing import Importer
 
