@@ -51,7 +51,8 @@ def index_since(db: Handle, paused: tuple[int, str] | None) -> None:
     if db.execute(_TRIGGER_SQL, [MESSAGE_TRIGGER]).fetchone() is not None:
         return
     db.execute(
-        "insert into messages_fts (rowid, text) select id, text from messages where id > ?",
+        # the view gives the text plain (schema 0065: compressed or derived in messages)
+        "insert into messages_fts (rowid, text) select id, text from messages_text where id > ?",
         [top],
     )
     db.execute(trigger_sql)
