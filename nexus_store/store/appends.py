@@ -18,7 +18,7 @@ from nexus_store import jsoncodec
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
-from nexus_store.store import compression
+from nexus_store.store import compressed
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
 from nexus_store.store.indexqueue import defer_message_index
 from nexus_store.store.leaves import dangling
@@ -344,7 +344,7 @@ class Appends:
         key = inserted if key is None else key
         rows = message_rows(key, message_dicts, counts)
         if db.dialect.capabilities.compressed_content:
-            compression.pack_rows(rows)
+            compressed.pack_rows(rows)
         for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
             chunk = rows[start : start + MESSAGES_PER_STATEMENT]
             db.execute(

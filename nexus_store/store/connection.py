@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 from nexus_store.errors import StorageError, StoreOpenError
-from nexus_store.store import compression
+from nexus_store.store import compressed
 from nexus_store.store.driver_errors import TranslatingConnection
 
 __all__ = [
@@ -162,5 +162,5 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
     except sqlite3.Error as err:
         raise StoreOpenError(f"cannot open {target}: {err}") from None
     conn.where = target
-    compression.register(conn)  # compressed message content reads back in SQL (issue 17)
+    compressed.register(conn)  # compressed message content reads back in SQL (issue 17)
     return conn

@@ -30,7 +30,7 @@ from nexus_store.errors import (
     StorageError,
     StoreOpenError,
 )
-from nexus_store.store import compression, connection, driver_errors, pg
+from nexus_store.store import compressed, connection, driver_errors, pg
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.sql import (
     CONTEXT_SQL,
@@ -64,7 +64,7 @@ class Capabilities:
             keys, WAL size, permissions); a server checks its own files.
         nul_in_text: Text columns hold a NUL character (PostgreSQL text cannot).
         compressed_content: Large message content is stored zstd-compressed
-            (`compression`, schema 0065); PostgreSQL's TOAST compresses it instead.
+            (`compressed`, schema 0065); PostgreSQL's TOAST compresses it instead.
     """
 
     gc: bool
@@ -222,7 +222,7 @@ class SqliteDialect(Dialect):
         """
         if isinstance(path, sqlite_utils.Database):
             path.conn.isolation_level = None
-            compression.register(path.conn)
+            compressed.register(path.conn)
             return path, None, False, None
         if memory or path is None or str(path) == ":memory:":
             if path is None and not memory:

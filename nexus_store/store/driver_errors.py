@@ -36,7 +36,7 @@ from nexus_store.errors import (
     NexusError,
     StorageError,
 )
-from nexus_store.store import compression
+from nexus_store.store import compressed
 
 __all__ = [
     "TranslatingConnection",
@@ -211,12 +211,12 @@ def _escalate(err: sqlite3.Error, where: str) -> None:
 
     A damaged compressed message fails inside a registered SQL function, which SQLite
     reports only as "user-defined function raised exception": the function recorded
-    the error naming the message (`compression.take_failure`, issue 17).
+    the error naming the message (`compressed.take_failure`, issue 17).
     """
     if is_environmental(err):
         raise translate(err, where) from err
     if isinstance(err, sqlite3.OperationalError) and "user-defined function" in str(err):
-        failure = compression.take_failure()
+        failure = compressed.take_failure()
         if failure is not None:
             raise failure from None
 

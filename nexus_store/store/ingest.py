@@ -22,7 +22,7 @@ from typing import Any
 
 from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps, is_storable_text, message_rows
-from nexus_store.store import appends, compression
+from nexus_store.store import appends, compressed
 from nexus_store.store.batches import BATCH, Item, Payload, prepared_batches
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.pathvalues import PathRow
@@ -554,7 +554,7 @@ class _Run:
         self.pending_turns.append([values[c] for c in TURN_COLUMNS])
         rows = message_rows(key, messages, counts)
         if self.db.dialect.capabilities.compressed_content:
-            compression.pack_rows(rows)
+            compressed.pack_rows(rows)
         self.pending_messages.extend(rows)
         self.pending_uids.add(uid)
         self.seen.add(uid)

@@ -215,13 +215,13 @@ CONTEXT_SQL = _CONTEXT.format(
     content_text=CONTENT_TEXT,
     run_turns="""join turns t on t.session_id = seg.session
   and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
-                and seg.end_seq"""
+                and seg.end_seq""",
 )
 PG_CONTEXT_SQL = _CONTEXT.format(
     content_text=CONTENT_TEXT,
     run_turns="""join turns t on t.session_id = seg.session
   and t.seq between greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
-                and seg.end_seq"""
+                and seg.end_seq""",
 )
 
 # (PARENT_COLUMNS, the row of a turn as a parent of new turns, is pathvalues.PathRow's.)

@@ -32,8 +32,6 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-import zstandard
-
 from nexus_store import jsoncodec
 from nexus_store.errors import ContentCorrupt
 from nexus_store.rows import json_content_text
@@ -66,19 +64,32 @@ TEXT_KINDS = frozenset({"string", "text_block", "bash_output"})
 
 _local = threading.local()  # per-thread zstd contexts (not shareable) and the last failure
 
+try:  # Python 3.14+: the standard library's binding of the same reference library
+    from compression import zstd as _stdlib_zstd  # type: ignore[import-not-found,unused-ignore]  # 3.14+
+except ImportError:
+    _stdlib_zstd = None
 
-def _compressor() -> zstandard.ZstdCompressor:
-    found: zstandard.ZstdCompressor | None = getattr(_local, "compressor", None)
+
+def _compress_bytes(data: bytes) -> bytes:
+    if _stdlib_zstd is not None:
+        return bytes(_stdlib_zstd.compress(data, level=LEVEL))
+    import zstandard  # Python < 3.14 (a core dependency there)
+
+    found = getattr(_local, "compressor", None)
     if found is None:
         found = _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
-    return found
+    return bytes(found.compress(data))
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    found: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
+def _decompress_bytes(blob: bytes) -> bytes:
+    if _stdlib_zstd is not None:
+        return bytes(_stdlib_zstd.decompress(blob))
+    import zstandard
+
+    found = getattr(_local, "decompressor", None)
     if found is None:
         found = _local.decompressor = zstandard.ZstdDecompressor()
-    return found
+    return bytes(found.decompress(blob))
 
 
 def is_large(value: str) -> bool:
@@ -101,7 +112,7 @@ def is_large(value: str) -> bool:
 
 def compress(value: str) -> bytes:
     """A string as one zstd frame (level `LEVEL`, content size recorded)."""
-    return _compressor().compress(value.encode("utf-8"))
+    return _compress_bytes(value.encode("utf-8"))
 
 
 def decompress(blob: bytes, key: int | None = None) -> str:
@@ -115,8 +126,8 @@ def decompress(blob: bytes, key: int | None = None) -> str:
         ContentCorrupt: If the blob is not a zstd frame of UTF-8 text.
     """
     try:
-        return _decompressor().decompress(blob).decode("utf-8")
-    except (zstandard.ZstdError, UnicodeDecodeError, TypeError) as err:
+        return _decompress_bytes(blob).decode("utf-8")
+    except Exception as err:  # zstandard.ZstdError, compression.zstd.ZstdError, not UTF-8
         what = "a message" if key is None else f"message row {key}"
         raise ContentCorrupt(
             f"the compressed content of {what} cannot be read ({err}); the database is "
