@@ -1,5 +1,5 @@
 -- 0065_compressed_content: large message content is stored zstd-compressed (issue 17:
--- bytes on disk were 1.59x the JSONL). Content of at least 1 KB of UTF-8 moves from its
+-- bytes on disk were 1.59x the JSONL). Content of at least 512 bytes of UTF-8 moves from its
 -- plain column (`text`, or `content_json` for the kind 'json') into `content_zstd`; a
 -- 'json' message's flattened text, which repeated its content, is no longer stored but
 -- derived when needed. Columns people filter on stay plain. The SQL functions used here
@@ -15,7 +15,7 @@ drop trigger if exists messages_fts_after_delete;
 drop trigger if exists messages_fts_after_update;
 drop table if exists messages_fts;
 
--- The content of a message whose content is at least 1 KB, as one zstd frame of its
+-- The content of a message whose content is at least 512 bytes, as one zstd frame of its
 -- UTF-8 text: `text` for the kinds string, text_block and bash_output, `content_json`
 -- for the kind json (that column is then NULL). `nexus_unzstd(content_zstd)` gives it back.
 alter table messages add column content_zstd blob;

@@ -64,17 +64,18 @@ def tool_call(text: str) -> dict[str, Any]:
 class TestLayout:
     def test_threshold_edge_in_utf8_bytes(self, store: Store) -> None:
         s = store.create_session()
-        below = "é" * 511 + "a"  # 1,023 bytes in 512 characters
-        at = "é" * 512  # 1,024 bytes
+        edge = compressed.THRESHOLD
+        below = "é" * (edge // 2 - 1) + "a"  # one byte short, in edge // 2 characters
+        at = "é" * (edge // 2)  # exactly the threshold in bytes
         store.append_message(s.id, {"role": "user", "content": below})
         store.append_message(s.id, {"role": "user", "content": at})
-        store.append_message(s.id, {"role": "user", "content": "x" * 1024})
+        store.append_message(s.id, {"role": "user", "content": "x" * edge})
         assert stored(store) == [
             ("string", 1, 0, 0),
             ("string", 0, 0, 1),
             ("string", 0, 0, 1),
         ]
-        assert [m["content"] for m in store.context(s.id).messages] == [below, at, "x" * 1024]
+        assert [m["content"] for m in store.context(s.id).messages] == [below, at, "x" * edge]
         assert compressed.is_large(at) and not compressed.is_large(below)
 
     def test_json_text_is_derived_not_stored(self, store: Store) -> None:

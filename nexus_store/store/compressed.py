@@ -1,7 +1,7 @@
 """Large message content kept zstd-compressed in SQLite (schema 0065, issue 17).
 
 SQLite stores text as it is given, and message content is most of a store's bytes.
-A message whose content is at least `THRESHOLD` bytes of UTF-8 keeps it in
+A message whose content is at least `THRESHOLD` (512) bytes of UTF-8 keeps it in
 ``messages.content_zstd`` (zstd, level `LEVEL`) instead of in its plain column: the
 ``text`` column for the kinds ``string``, ``text_block`` and ``bash_output``, and
 ``content_json`` for the kind ``json``. A ``json`` message's flattened text (what
@@ -50,12 +50,13 @@ __all__ = [
     "take_failure",
 ]
 
-THRESHOLD = 1024
+THRESHOLD = 512
 """Content of at least this many bytes (UTF-8) is stored compressed.
 
-Below it zstd gains little (a frame costs about 10 bytes and short texts hold few
-repeats) and every read would pay a call; 78% of the text bytes of the benchmark
-history are in messages above it (benchmarks/README.md, issue 17).
+Measured on the benchmark history (benchmarks/README.md, issue 17): at 1,024 bytes the
+store was 1.01x its JSONL, at 512 bytes 0.97x (values of 512-1,023 bytes compress to
+about half); below that zstd gains less per call, and every compressed value costs its
+reads a function call.
 """
 LEVEL = 3
 """zstd's default level: about 0.38x on transcript text at hundreds of MB/s."""
