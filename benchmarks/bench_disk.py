@@ -114,9 +114,6 @@ def main() -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-disk-"))
     try:
-        for name in ("history-10000.jsonl",):
-            if (args.data / name).exists():
-                shutil.copy(args.data / name, scratch / name)
         out = {"tree": str(Path(sys.modules["nexus_store"].__file__ or "").parent)}
         out.update(storage(args.data, args.turns))
         out.update(read(args.data, 10_000, args.repeat))
