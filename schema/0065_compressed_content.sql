@@ -55,30 +55,39 @@ create virtual table messages_fts using fts5(
     tokenize='unicode61 remove_diacritics 2'
 );
 
--- The triggers give FTS5 the text from the view: the new row's after it is written,
--- the old row's (the exact value indexed, which 'delete' needs) before it goes.
+-- The triggers give FTS5 the text from the view for the messages the index holds (those
+-- up to the watermark of 0060; the store indexes the tail above it in bulk): the new
+-- row's after it is written, the old row's (the exact value indexed, which 'delete'
+-- needs) before it goes.
 create trigger messages_fts_after_insert after insert on messages
+when new.id <= (select messages_indexed_to from search_watermark)
 begin
     insert into messages_fts (rowid, text) select id, text from messages_text where id = new.id;
 end;
 
 create trigger messages_fts_before_delete before delete on messages
+when old.id <= (select messages_indexed_to from search_watermark)
 begin
     insert into messages_fts (messages_fts, rowid, text)
         select 'delete', id, text from messages_text where id = old.id;
 end;
 
 create trigger messages_fts_before_update
-before update of content_kind, content_json, text, content_zstd on messages
+before update of id, content_kind, content_json, text, content_zstd on messages
+when old.id <= (select messages_indexed_to from search_watermark)
 begin
     insert into messages_fts (messages_fts, rowid, text)
         select 'delete', id, text from messages_text where id = old.id;
 end;
 
 create trigger messages_fts_after_update
-after update of content_kind, content_json, text, content_zstd on messages
+after update of id, content_kind, content_json, text, content_zstd on messages
+when new.id <= (select messages_indexed_to from search_watermark)
 begin
     insert into messages_fts (rowid, text) select id, text from messages_text where id = new.id;
 end;
 
+-- Every message is indexed now: the watermark moves to the last one.
 insert into messages_fts (messages_fts) values ('rebuild');
+insert or replace into search_watermark (id, messages_indexed_to)
+    select 1, coalesce(max(id), 0) from messages;

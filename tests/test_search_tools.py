@@ -24,6 +24,7 @@ import pytest
 from nexus_store import Store
 from nexus_store.datasette import canned_queries, metadata
 from nexus_store.store import snippets
+from nexus_store.store.indexqueue import check_message_index
 from nexus_store.store.snippets import WindowSnippets, first_hit, query_terms
 
 try:
@@ -228,6 +229,7 @@ class TestSqliteUtils:
             }
             (hit,) = store.search("walrus")
             assert hit.snippet.startswith("an old [walrus]")
+            assert check_message_index(store.handle) is None
             s2 = store.create_session()
             store.append_message(s2.id, {"role": "user", "content": "a new walrus"})
             assert len(store.search("walrus")) == 2

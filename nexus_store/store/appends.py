@@ -20,7 +20,7 @@ from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store import compressed
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
-from nexus_store.store.indexqueue import defer_message_index
+from nexus_store.store.indexqueue import queue_messages
 from nexus_store.store.leaves import dangling
 from nexus_store.store.pathvalues import PathRow, PathValues, child_row, path_values
 from nexus_store.store.reading import Reading
@@ -84,9 +84,6 @@ class Appends:
         entry = dict(entry)
         _validate_native(entry)
         db = self.db
-        # In a caller's transaction the new messages are indexed for search once, at
-        # its commit, not by a trigger per row (store/indexqueue.py).
-        defer_message_index(db)
         if db.in_transaction and db.dialect.statement_rollback and _few_messages(entry):
             # Inside a caller's transaction on SQLite no savepoint is needed: the append
             # writes with two statements, each atomic on its own, and `_append` undoes
@@ -343,6 +340,7 @@ class Appends:
             raise InvalidEntry(f"no free generated turn id in session {session_id!r}")
         key = inserted if key is None else key
         rows = message_rows(key, message_dicts, counts)
+        chars = sum(len(row["text"] or "") for row in rows)  # before packing empties text
         if db.dialect.capabilities.compressed_content:
             compressed.pack_rows(rows)
         for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
@@ -351,6 +349,9 @@ class Appends:
                 insert_messages_sql(len(chunk)),
                 [row[c] for row in chunk for c in MESSAGE_INSERT_COLUMNS],
             )
+        if rows:
+            # indexed for search in bulk with the tail they join (store/indexqueue.py)
+            queue_messages(db, chars)
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid

@@ -130,6 +130,10 @@ class Handle:
         self._tails: dict[str, SessionTail] = {}
         #: True while an append runs its own statements (they need no flush).
         self.appending = False
+        #: Text appended since this handle last indexed the search tail (`store/indexqueue.py`).
+        self.unindexed_bytes = 0
+        #: Work done when the handle closes, by key (indexing the search tail).
+        self._at_close: dict[str, Callable[[], None]] = {}
 
     @property
     def conn(self) -> Any:
@@ -173,9 +177,20 @@ class Handle:
             raise translated from err
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (after the work registered with `at_close`)."""
+        hooks, self._at_close = self._at_close, {}
+        for work in hooks.values():
+            work()
         self._tails.clear()
         self._conn.close()
+
+    def at_close(self, key: str, work: Callable[[], None]) -> None:
+        """Do ``work`` when the handle closes (``key`` names it); it must not raise."""
+        self._at_close[key] = work
+
+    def has_close_hook(self, key: str) -> bool:
+        """Whether ``key``'s work waits for the close."""
+        return key in self._at_close
 
     # -- transactions -------------------------------------------------------------------
 

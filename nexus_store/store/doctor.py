@@ -1,12 +1,13 @@
 """Keeping a database healthy: `Store.doctor` checks and repairs (part `Doctor`).
 
 ``doctor`` reports what is wrong with a database file (SQLite's own integrity and
-foreign-key checks, stored path values that disagree with a recomputation from the
-parent, a persisted active leaf that is not a turn of its session, a large WAL,
-files readable by others) and, when asked, repairs only what is derived or
-reversible: path values are recomputed the way an append computes them, a bad
-active leaf moves to the session's latest turn, the WAL is checkpointed, modes go
-back to 0600. Entries are never touched.
+foreign-key checks, a message search index that disagrees with the messages, stored
+path values that disagree with a recomputation from the parent, a persisted active
+leaf that is not a turn of its session, a large WAL, files readable by others) and,
+when asked, repairs only what is derived or reversible: the search index is rebuilt,
+path values are recomputed the way an append computes them, a bad active leaf moves
+to the session's latest turn, the WAL is checkpointed, modes go back to 0600. Entries
+are never touched.
 
 ``gc`` (the only place rows are deleted) lives in `nexus_store.store.gc`.
 """
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from nexus_store.errors import ContentCorrupt, NexusError
 from nexus_store.store import compressed
 from nexus_store.store.db import Handle
+from nexus_store.store.indexqueue import check_message_index, rebuild_message_index
 from nexus_store.store.pathvalues import (
     PARENT_COLUMNS,
     STRUCTURAL,
@@ -79,8 +81,9 @@ class DoctorFinding(BaseModel):
     """One problem found by `Store.doctor`.
 
     Attributes:
-        check: Which check found it: integrity, foreign_key, path_values, tokens,
-            active_leaf, content (compressed message content), wal, permissions.
+        check: Which check found it: integrity, foreign_key, search_index,
+            path_values, tokens, active_leaf, content (compressed message content),
+            wal, permissions.
         severity: ``error`` (data is wrong) or ``warning`` (worth acting on).
         message: What is wrong, naming the session/turn/file, and what to do.
         session: Public id of the session concerned, if any.
@@ -179,6 +182,7 @@ class Doctor:
         found: list[DoctorFinding] = []
         if self.db.dialect.capabilities.file_checks:
             self._check_storage(found)
+            self._check_search_index(found)
         checked = 0
         try:
             checked = self._check_path_values(found)
@@ -251,6 +255,23 @@ class Doctor:
                     severity="error",
                     message=f"{table} row {rowid} points at a missing {parent} row",
                     turn=f"{table}:{rowid}",
+                )
+            )
+
+    def _check_search_index(self, found: list[DoctorFinding]) -> None:
+        """The message index holds exactly the messages up to its watermark (indexqueue)."""
+        try:
+            problem = check_message_index(self.db)
+        except _DB_ERRORS as err:
+            problem = str(err)
+        if problem is not None:
+            found.append(
+                DoctorFinding(
+                    check="search_index",
+                    severity="error",
+                    message=f"the message search index disagrees with messages ({problem}); "
+                    "doctor --fix rebuilds it from the messages",
+                    fixable=True,
                 )
             )
 
@@ -417,6 +438,9 @@ class Doctor:
         actions: list[str] = []
         checks = {f.check for f in findings if f.fixable}
         with self.db.atomic():
+            if "search_index" in checks:
+                rebuild_message_index(self.db)
+                actions.append("rebuilt the message search index")
             if "active_leaf" in checks:
                 for key, uid, _leaf, _owner in self.db.execute(BAD_LEAF_SQL).fetchall():
                     self.db.execute(

@@ -111,7 +111,7 @@ class Store:
         self._sessions = Sessions(handle, self._reading)
         self._appends = Appends(handle, self._reading)
         self._searcher = Search(handle)
-        self._ingester = Ingest(handle, self._reading, self._searcher)
+        self._ingester = Ingest(handle, self._reading)
         self._importer = Importer(self._ingester)
         self._exporter = Export(handle, self._reading, self._ingester)
         self._workspaces = Workspace(handle)

@@ -25,9 +25,9 @@ from nexus_store.rows import dumps, is_storable_text, message_rows
 from nexus_store.store import appends, compressed
 from nexus_store.store.batches import BATCH, Item, Payload, prepared_batches
 from nexus_store.store.db import Handle, utc_now
+from nexus_store.store.indexqueue import queue_messages
 from nexus_store.store.pathvalues import PathRow
 from nexus_store.store.reading import Reading
-from nexus_store.store.search import Search
 from nexus_store.store.sql import INSERT_MESSAGE_SQL, PARENT_BY_UID_SQL, TURN_COLUMNS
 
 __all__ = ["Ingest", "IngestCounts", "ProblemSink"]
@@ -62,13 +62,11 @@ class Ingest:
     Args:
         db: The database handle.
         reading: The reading part (a re-imported entry is compared with the stored one).
-        search: The search part (its index is paused for the bulk write).
     """
 
-    def __init__(self, db: Handle, reading: Reading, search: Search) -> None:
+    def __init__(self, db: Handle, reading: Reading) -> None:
         self.db = db
         self.reading = reading
-        self.search = search
 
     def ingest(
         self,
@@ -330,14 +328,15 @@ class _Run:
         self.cache: OrderedDict[str, PathRow] = OrderedDict()
         self.pending_turns: list[list[Any]] = []
         self.pending_messages: list[dict[str, Any]] = []
+        self.pending_chars = 0  # text characters of pending_messages, counted before packing
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
         self.added = 0  # turns this run stored
         self.newest: str | None = None  # the newest ISO timestamp among them
         self.title: str | None = None
-        self.paused_index = part.search.bulk_index_begin()
         self.batch_uids: list[str] = []
         self.stored: dict[str, tuple[int, int]] | None = None
+        self.queued_chars = -1  # text of the messages written and not yet queued for search
 
     def _next_key(self) -> int:
         if not self._keys:
@@ -370,15 +369,20 @@ class _Run:
             self.db.executemany(self.db.dialect.statements.insert_turns, self.pending_turns)
             if self.pending_messages:
                 self.db.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
+                self.queued_chars = max(self.queued_chars, 0) + self.pending_chars
         self.pending_turns = []
         self.pending_messages = []
+        self.pending_chars = 0
         self.pending_uids = set()
 
     def complete(self) -> None:
         """Write what is pending and index the run's messages for search."""
         self.flush()
-        self.part.search.bulk_index_end(self.paused_index)
-        self.paused_index = None
+        # the run's messages join the search tail, indexed in one statement (at the
+        # commit once the tail is long: store/indexqueue.py)
+        if self.queued_chars >= 0:
+            queue_messages(self.db, self.queued_chars)
+            self.queued_chars = -1
 
     def finish(self) -> None:
         """`complete`, then point the session at the last turn stored.
@@ -553,6 +557,7 @@ class _Run:
         )
         self.pending_turns.append([values[c] for c in TURN_COLUMNS])
         rows = message_rows(key, messages, counts)
+        self.pending_chars += sum(len(m["text"] or "") for m in rows)  # before packing
         if self.db.dialect.capabilities.compressed_content:
             compressed.pack_rows(rows)
         self.pending_messages.extend(rows)

@@ -165,6 +165,13 @@ def run_readonly(
     refuse_unless_query(
         sql, _ALLOWED_FIRST, "SELECT, WITH, VALUES, EXPLAIN and read PRAGMAs", _STATEMENTS
     )
+    if "messages_fts" in sql.lower():
+        # the messages not yet indexed for search are, first, if the write lock is free
+        # at once; otherwise the index may lag them (docs/search.md). (Imported here:
+        # other queries need none of the write path.)
+        from nexus_store.store.indexqueue import index_file_tail
+
+        index_file_tail(file)
     conn = connect_read_only(file, timeout=5.0)
     deadline = time.monotonic() + timeout
     try:

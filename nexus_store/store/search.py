@@ -4,11 +4,11 @@ Two external-content FTS5 indexes (schema/0002_search.sql) point at the text the
 store already keeps: ``messages_fts`` at ``messages_text.text`` (schema 0065: the
 flattened text of a message, text blocks joined, tool output, bash output, decompressed
 where it is stored compressed) and ``summaries_fts`` at
-``turns.summary`` (compaction and branch-summary turns). Triggers keep them in sync
-on every insert and delete, so a search sees every committed write (a bulk import
-pauses the message trigger and indexes its rows in one statement before it commits). Each index is
-queried in rank order with the filters applied inside SQL; the two ranked lists are
-merged by their BM25 score (lower is better, as FTS5 ``rank``).
+``turns.summary`` (compaction and branch-summary turns). Triggers keep the summaries
+in sync on every write; messages are indexed in bulk up to a watermark, and a search
+first indexes the messages above it (store/indexqueue.py), so it sees every committed
+write. Each index is queried in rank order with the filters applied inside SQL; the
+two ranked lists are merged by their BM25 score (lower is better, as FTS5 ``rank``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from nexus_store.errors import InvalidQuery
 from nexus_store.rows import is_storable_text
 from nexus_store.store.db import Handle
-from nexus_store.store.indexqueue import index_since, pause_message_index
+from nexus_store.store.indexqueue import ensure_indexed
 from nexus_store.store.snippets import WINDOW_CHARS, WindowSnippets
 
 __all__ = ["SUMMARY_ROLES", "Search", "SearchHit", "literal_query"]
@@ -181,7 +181,7 @@ def literal_query(text: str) -> str:
 
 
 class Search:
-    """Full-text search (``Store.search``) and the pause of its index for bulk writes.
+    """Full-text search (``Store.search``).
 
     SQLite searches FTS5 (BM25); a backend without ``capabilities.fts_bm25``
     (PostgreSQL) searches its GIN text indexes with the same filters.
@@ -192,26 +192,6 @@ class Search:
 
     def __init__(self, db: Handle) -> None:
         self.db = db
-
-    def bulk_index_begin(self) -> tuple[int, str] | None:
-        """Pause the per-row message index trigger for a bulk write (inside its transaction).
-
-        Indexing 500 rows with one ``insert ... select`` at the end costs about a third
-        of firing the trigger once per row. The trigger is dropped and re-created in
-        the caller's transaction, so other connections never see it missing, and a
-        rollback restores it. PostgreSQL's search indexes are GIN indexes on
-        expressions: nothing to pause there.
-
-        Returns:
-            What `bulk_index_end` needs (the last message key before the bulk write
-            and the trigger's SQL), or None when there is no trigger to pause.
-        """
-        self.db.flush_deferred()  # what appends gathered is indexed first
-        return pause_message_index(self.db)
-
-    def bulk_index_end(self, paused: tuple[int, str] | None) -> None:
-        """Index the messages written since `bulk_index_begin` and restore the trigger."""
-        index_since(self.db, paused)
 
     def search(
         self,
@@ -258,7 +238,7 @@ class Search:
             ...     [hit.snippet for hit in store.search("fox")]
             ['the [fox] jumps']
         """
-        self.db.flush_deferred()  # messages appended in this transaction are found too
+        ensure_indexed(self.db)  # the messages not indexed yet are, first: search is exact
         if limit < 1:
             raise InvalidQuery(f"limit must be at least 1, not {limit}")
         if not 1 <= snippet_tokens <= 64:
