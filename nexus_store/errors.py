@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConflictError",
     "ConstraintViolation",
+    "ContentCorrupt",
     "CounterMismatch",
     "DanglingLeaf",
     "DatabaseBusy",
@@ -127,6 +128,10 @@ class DiskFull(StorageError):
 
 class DatabaseCorrupt(StorageError):
     """The database file is damaged (malformed pages, not a database)."""
+
+
+class ContentCorrupt(DatabaseCorrupt):
+    """A message's compressed content cannot be read back (a damaged blob); names the message."""
 
 
 class DriverLimitExceeded(StorageError, ValueError):

@@ -34,6 +34,7 @@ __all__ = [
     "encode_message",
     "entry_from_parts",
     "is_storable_text",
+    "json_content_text",
     "message_rows",
     "turn_payload",
 ]
@@ -111,6 +112,7 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
     "total_tokens",
     "cost",
     "extra_json",
+    "content_zstd",
 )
 
 
@@ -215,6 +217,22 @@ def _clean(text: str | None) -> str | None:
     return text
 
 
+def json_content_text(content: Any) -> str | None:
+    """The flattened text of a ``json``-kind content: what search indexes for it.
+
+    Text blocks joined by newlines, with lone surrogates and NUL replaced by U+FFFD
+    (a text column holds neither everywhere). SQLite stores it nowhere: it is derived
+    from ``content_json`` when needed (issue 17), by this function, as it was on write.
+
+    Args:
+        content: The message's content value.
+
+    Returns:
+        The text, or None when the content has no text block.
+    """
+    return _clean(flatten_text(content))
+
+
 def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
     """Spread one agent message over `messages` columns.
 
@@ -253,7 +271,7 @@ def encode_message(message: Mapping[str, Any], tokens: int) -> dict[str, Any]:
         else:
             row["content_kind"] = "json"
             row["content_json"] = dumps(content)
-            row["text"] = _clean(flatten_text(content))
+            row["text"] = json_content_text(content)
     elif message.get("role") == "bashExecution" and type(rest.get("output")) is str:
         output = rest["output"]
         if is_storable_text(output):

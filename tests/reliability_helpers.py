@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nexus_store import Store
+from nexus_store.store import compressed
 
 
 def stamp(day: int, hour: int = 0) -> str:
@@ -31,6 +32,7 @@ def msg(text: str, day: int = 0, *, role: str = "user", **entry: Any) -> dict[st
 def dump(path: Path) -> str:
     """The SQL dump of a database file (its logical content)."""
     conn = sqlite3.connect(path)
+    compressed.register(conn)  # the search index reads its text through them (schema 0065)
     try:
         return "\n".join(conn.iterdump())
     finally:

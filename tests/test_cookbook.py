@@ -22,6 +22,7 @@ import pytest
 
 from nexus_store import Store
 from nexus_store.datasette import canned_queries, metadata
+from nexus_store.store import compressed
 from nexus_store.store.readonly import run_readonly
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +129,7 @@ def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_query(db: Path, sql: str) -> list[dict[str, Any]]:
     names = set(re.findall(r":(\w+)", sql))
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    compressed.register(conn)  # the view messages_text decompresses (schema 0065)
     conn.row_factory = sqlite3.Row
     try:
         rows = conn.execute(sql, {k: v for k, v in PARAMS.items() if k in names}).fetchall()

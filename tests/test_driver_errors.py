@@ -15,6 +15,7 @@ import random
 import resource
 import signal
 import sqlite3
+import string
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,8 +185,11 @@ def corrupted(tmp_path: Path) -> Path:
         for s in range(5):
             sid = store.create_session(id=f"s{s}").id
             for n in range(40):
+                # random letters: large content is stored compressed (schema 0065), and
+                # the file must stay many pages past its schema for _corrupt to hit rows
+                noise = "".join(random.Random(s * 100 + n).choices(string.ascii_letters, k=2000))
                 store.append_message(
-                    sid, {"role": "user", "content": f"needle {n} " + "y" * 2000, "timestamp": n}
+                    sid, {"role": "user", "content": f"needle {n} " + noise, "timestamp": n}
                 )
     _corrupt(db)
     return db
@@ -198,7 +202,7 @@ class TestCorruptFile:
             ["search", "needle"],
             ["gc", "--all", "--dead-branches-older-than", "0", "--yes"],
             ["context", "show", "s3"],
-            ["export", "s2"],
+            ["export", "s4"],  # (rows in the damaged half: compressed rows move the layout)
         ],
     )
     def test_cli_names_the_damage_in_one_line(

@@ -21,6 +21,11 @@ from nexus_store.store import indexqueue
 from nexus_store.store.indexqueue import TAIL_MESSAGES, check_message_index
 from nexus_store.store.readonly import run_readonly
 
+try:
+    from tests.old_schema import copy_to_old_schema
+except ImportError:  # tests/ itself on sys.path
+    from old_schema import copy_to_old_schema  # type: ignore[no-redef]
+
 
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "timestamp": 0}
@@ -344,15 +349,14 @@ def test_search_counts_match_a_reference(ops: list[tuple[str, int]]) -> None:
 def test_migrating_an_existing_store_starts_the_watermark_at_its_last_message(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    files = migrate.schema_files()
-    before = [f for f in files if f.stem < "0060"]
-    monkeypatch.setattr(migrate, "schema_files", lambda: before)
-    with Store(store_path, counter="chars4") as old:
+    today = store_path.with_name("today.db")
+    with Store(today, counter="chars4") as old:
         s = old.create_session(id="old").id
         for i in range(5):
             old.append_message(s, user(f"yak {i}"))
         last = old.conn.execute("select max(id) from messages").fetchone()[0]
-    monkeypatch.undo()
+    # the rows as a store of schema 0050 holds them (today's code writes 0065's columns)
+    copy_to_old_schema(today, store_path, "0050_reference_indexes", monkeypatch)
     with Store(store_path) as new:
         assert "0060_search_watermark" in migrate.applied(new.db)
         assert state(new.conn) == (last, last)

@@ -18,6 +18,11 @@ from nexus_store.errors import TranscriptError
 from nexus_store.store.indexqueue import check_message_index
 from nexus_store.store.search import literal_query
 
+try:
+    from tests.old_schema import copy_to_old_schema
+except ImportError:  # tests/ itself on sys.path
+    from old_schema import copy_to_old_schema  # type: ignore[no-redef]
+
 
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text, "timestamp": 0}
@@ -383,16 +388,18 @@ class TestMigration:
     def test_existing_rows_are_indexed_when_0002_applies(
         self, store_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        files = migrate.schema_files()
-        monkeypatch.setattr(migrate, "schema_files", lambda: files[:1])
-        with Store(store_path, counter="chars4") as old:
+        today = store_path.with_name("today.db")
+        with Store(today, counter="chars4") as old:
             s = old.create_session(id="old").id
             first = old.append_message(s, user("a note about the yak"))
             old.append_message(s, tool_result("bash", "yak shaved"))
             old.append_compaction(s, "summary: shaving the yak", first.id, 10)
-            tables = {r[0] for r in old.conn.execute("select name from sqlite_master")}
-            assert "messages_fts" not in tables
-        monkeypatch.undo()
+        # the rows as a store of schema 0001 holds them (written before search existed)
+        copy_to_old_schema(today, store_path, "0001_initial", monkeypatch)
+        conn = sqlite3.connect(store_path)
+        tables = {r[0] for r in conn.execute("select name from sqlite_master")}
+        conn.close()
+        assert "messages_fts" not in tables and "turns" in tables
         with Store(store_path) as new:
             assert "0002_search" in migrate.applied(new.db)
             hits = new.search("yak")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -29,8 +28,10 @@ from nexus_store.store.indexqueue import check_message_index
 from nexus_store.store.snippets import WindowSnippets, first_hit, query_terms
 
 try:
+    from tests.old_schema import copy_to_old_schema
     from tests.test_cookbook import CHECKS, PARAMS, build_fixture
 except ImportError:  # tests/ itself on sys.path
+    from old_schema import copy_to_old_schema  # type: ignore[no-redef]
     from test_cookbook import CHECKS, PARAMS, build_fixture  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,44 +153,68 @@ class TestBoundedSnippets:
 
 
 class TestSqliteUtils:
-    def test_sqlite_utils_cli_searches_the_index(self, big_db: Path) -> None:
+    """Since schema 0065 the index reads its text from the view messages_text (large
+    content is compressed), so sqlite-utils no longer finds it from `messages`; its CLI
+    and Python API reach it with SQL, and nexus_store's sqlite-utils plugin puts the
+    functions that decompress on their connections."""
+
+    def test_sqlite_utils_cli_queries_the_index_and_reads_compressed_text(
+        self, big_db: Path
+    ) -> None:
         exe = shutil.which("sqlite-utils", path=str(BIN)) or shutil.which("sqlite-utils")
         assert exe, "sqlite-utils is a core dependency; its CLI must be installed"
+        found = (
+            "select id, role from messages where id in "
+            "(select rowid from messages_fts where messages_fts match :q) order by id"
+        )
         out = subprocess.run(
-            [exe, "search", str(big_db), "messages", "walrus", "-c", "id", "-c", "role"],
+            [exe, "query", str(big_db), found, "-p", "q", "walrus"],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
             check=True,
         ).stdout
-        rows = json.loads(out)
-        assert sorted(r["id"] for r in rows) == [1, 5, 6, 9, 15]
-        detected = subprocess.run(
-            [exe, "search", str(big_db), "messages", "word", "-c", "id"],
+        assert [r["id"] for r in json.loads(out)] == [1, 5, 6, 9, 15]
+        # the 1 MB tool output is stored compressed; the plugin's function reads it
+        text = subprocess.run(
+            [
+                exe,
+                "query",
+                str(big_db),
+                "select text from messages_text where role = 'toolResult' "
+                "and length(text) > 100000",
+            ],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
             check=True,
         ).stdout
-        assert len(json.loads(detected)) == 1
+        assert json.loads(text) == [{"text": "word " * 200_000}]
 
-    def test_python_api_detects_the_index(self, big_db: Path) -> None:
+    def test_python_api_reads_through_the_plugin(self, big_db: Path) -> None:
         import sqlite_utils
 
-        db = sqlite_utils.Database(big_db)
-        assert db["messages"].detect_fts() == "messages_fts"
-        assert [r["role"] for r in db["messages"].search("denied", columns=["role"])] == [
-            "toolResult"
-        ]
+        db = sqlite_utils.Database(big_db)  # runs the plugins' prepare_connection
+        row = db.execute(
+            "select m.role, m.content_zstd is not null, length(v.text) from messages m "
+            "join messages_text v on v.id = m.id where m.id in "
+            "(select rowid from messages_fts where messages_fts match 'word')"
+        ).fetchone()
+        assert row == ("toolResult", 1, 1_000_000)
 
-    def test_migration_keeps_triggers_and_indexes_old_rows(self, store_path: Path) -> None:
-        with Store(store_path, counter="chars4") as store:
+    def test_migration_0065_reindexes_an_older_store(
+        self, store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        today = tmp_path / "today.db"
+        with Store(today, counter="chars4") as store:
             s = store.create_session()
-            store.append_message(s.id, {"role": "user", "content": "an old walrus"})
+            store.append_message(s.id, {"role": "user", "content": "an old walrus " * 200})
+        copy_to_old_schema(today, store_path, "0050_reference_indexes", monkeypatch)
+        with Store(store_path) as store:
             sql = store.conn.execute(
                 "select sql from sqlite_master where name = 'messages_fts'"
             ).fetchone()[0]
-            assert 'content="messages"' in sql
+            assert 'content="messages_text"' in sql
             triggers = {
                 row[0]
                 for row in store.conn.execute(
@@ -198,37 +223,19 @@ class TestSqliteUtils:
             }
             assert triggers == {
                 "messages_fts_after_insert",
-                "messages_fts_after_delete",
+                "messages_fts_before_delete",
+                "messages_fts_before_update",
                 "messages_fts_after_update",
             }
+            (hit,) = store.search("walrus")
+            assert hit.snippet.startswith("an old [walrus]")
             assert check_message_index(store.handle) is None
-        # a database written before the migration: drop its record (and the later
-        # watermark's) and the new index shape back to 0002's, then open it again
-        conn = sqlite3.connect(store_path)
-        conn.executescript(
-            """
-            delete from _sqlite_migrations
-                where name in ('0030_search_content_declared', '0060_search_watermark');
-            drop table search_watermark;
-            drop trigger messages_fts_after_insert;
-            drop trigger messages_fts_after_delete;
-            drop trigger messages_fts_after_update;
-            drop table messages_fts;
-            create virtual table messages_fts using fts5(text, content = 'messages',
-                content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2');
-            create trigger messages_fts_after_insert after insert on messages
-            begin
-                insert into messages_fts (rowid, text) values (new.id, new.text);
-            end;
-            insert into messages_fts (messages_fts) values ('rebuild');
-            """
-        )
-        conn.close()
-        with Store(store_path) as store:
-            assert [h.snippet for h in store.search("walrus")] == ["an old [walrus]"]
             s2 = store.create_session()
             store.append_message(s2.id, {"role": "user", "content": "a new walrus"})
             assert len(store.search("walrus")) == 2
+            store.conn.execute(
+                "insert into messages_fts (messages_fts, rank) values ('integrity-check', 1)"
+            )
 
 
 def _free_port() -> int:

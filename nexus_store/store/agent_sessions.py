@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus_store.assemble import build_messages
 from nexus_store.store.db import utc_now
+from nexus_store.store.sql import CONTENT_TEXT
 
 if TYPE_CHECKING:
     from nexus_store.store.facade import Store
@@ -29,11 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["AgentSessions"]
 
 # The columns of a turn and its messages in the order of CONTEXT_SQL (which
-# assemble.build_messages reads), over `turns t left join messages m`.
-MESSAGE_COLUMNS = """
+# assemble.build_messages reads), over `turns t left join messages_text m`.
+MESSAGE_COLUMNS = f"""
 t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_uid,
 t.custom_type, t.display, t.details_json, t.extra_json,
-m.idx, m.role, m.content_kind, m.content_json, m.text,
+m.idx, m.role, m.content_kind, m.content_json, {CONTENT_TEXT},
 m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
 m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 """
@@ -48,7 +49,7 @@ with recursive up(id, parent_id, n) as (
 )
 select {MESSAGE_COLUMNS}, t.parent_id, t.run_parent_id
 from up join turns t on t.id = up.id
-left join messages m on m.turn_id = t.id
+left join messages_text m on m.turn_id = t.id
 order by t.depth, m.idx
 """
 
@@ -158,7 +159,7 @@ select u.id, u.user_turn, t.created_utc from users u join turns t on t.id = u.id
 USER_TURNS_LIKE_SQL = (
     USER_TURNS_SQL
     + """where exists (
-    select 1 from messages m
+    select 1 from messages_text m
     where m.turn_id = u.id and lower(m.text) like lower(:pattern) escape '\\')
 order by u.user_turn"""
 )
@@ -320,7 +321,7 @@ class AgentSessions:
             chunk = list(turn_keys[start : start + 500])
             marks = ", ".join("?" for _ in chunk)
             rows = self._rows(
-                f"select {MESSAGE_COLUMNS} from turns t left join messages m "
+                f"select {MESSAGE_COLUMNS} from turns t left join messages_text m "
                 f"on m.turn_id = t.id where t.id in ({marks}) order by t.id, m.idx",
                 chunk,
             )

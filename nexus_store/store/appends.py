@@ -18,6 +18,7 @@ from nexus_store import jsoncodec
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
 from nexus_store.models import Turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
+from nexus_store.store import compressed
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
 from nexus_store.store.indexqueue import queue_messages
 from nexus_store.store.leaves import ACTIVE_LEAF, dangling
@@ -330,6 +331,9 @@ class Appends:
             raise InvalidEntry(f"no free generated turn id in session {session_id!r}")
         key = inserted if key is None else key
         rows = message_rows(key, message_dicts, counts)
+        chars = sum(len(row["text"] or "") for row in rows)  # before packing empties text
+        if db.dialect.capabilities.compressed_content:
+            compressed.pack_rows(rows)
         for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
             chunk = rows[start : start + MESSAGES_PER_STATEMENT]
             db.execute(
@@ -338,7 +342,7 @@ class Appends:
             )
         if rows:
             # indexed for search in bulk with the tail they join (store/indexqueue.py)
-            queue_messages(db, sum(len(row["text"] or "") for row in rows))
+            queue_messages(db, chars)
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 from nexus_store.errors import StorageError, StoreOpenError
+from nexus_store.store import compressed
 from nexus_store.store.driver_errors import TranslatingConnection
 
 __all__ = [
@@ -167,4 +168,5 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
     # A trigger's own writes fire triggers too (sqlite-utils' default, which the store
     # had while it opened every connection through sqlite_utils.Database).
     conn.execute("pragma recursive_triggers=on")
+    compressed.register(conn)  # compressed message content reads back in SQL (issue 17)
     return conn

@@ -29,7 +29,7 @@ from nexus_store.errors import (
     StorageError,
     StoreOpenError,
 )
-from nexus_store.store import connection, driver_errors, pg
+from nexus_store.store import compressed, connection, driver_errors, pg
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.sql import (
     CONTEXT_SQL,
@@ -65,16 +65,23 @@ class Capabilities:
         file_checks: doctor checks the database file itself (integrity, foreign
             keys, WAL size, permissions); a server checks its own files.
         nul_in_text: Text columns hold a NUL character (PostgreSQL text cannot).
+        compressed_content: Large message content is stored zstd-compressed
+            (`compressed`, schema 0065); PostgreSQL's TOAST compresses it instead.
     """
 
     gc: bool
     fts_bm25: bool
     file_checks: bool
     nul_in_text: bool
+    compressed_content: bool
 
 
-SQLITE = Capabilities(gc=True, fts_bm25=True, file_checks=True, nul_in_text=True)
-POSTGRES = Capabilities(gc=False, fts_bm25=False, file_checks=False, nul_in_text=False)
+SQLITE = Capabilities(
+    gc=True, fts_bm25=True, file_checks=True, nul_in_text=True, compressed_content=True
+)
+POSTGRES = Capabilities(
+    gc=False, fts_bm25=False, file_checks=False, nul_in_text=False, compressed_content=False
+)
 
 
 @dataclass(frozen=True)
@@ -224,6 +231,7 @@ class SqliteDialect(Dialect):
         given = sys.modules.get("sqlite_utils")  # a Database given means it is imported
         if given is not None and isinstance(path, given.Database):
             path.conn.isolation_level = None
+            compressed.register(path.conn)
             return path.conn, path, None, False, None
         if memory or path is None or str(path) == ":memory:":
             if path is None and not memory:

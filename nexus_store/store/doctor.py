@@ -25,7 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexus_store.errors import NexusError
+from nexus_store.errors import ContentCorrupt, NexusError
+from nexus_store.store import compressed
 from nexus_store.store.connection import DEFAULT_WAL_LIMIT
 from nexus_store.store.db import Handle
 from nexus_store.store.indexqueue import check_message_index, rebuild_message_index
@@ -68,12 +69,21 @@ where s.active_leaf_id is not null and (t.id is null or t.session_id <> s.id)
 """
 
 
+# Each message's stored content with its turn and session (content check, schema 0065).
+CONTENT_ROWS_SQL = """
+select m.id, t.uid, s.uid, m.content_kind, m.content_json, m.text, m.content_zstd
+from messages m join turns t on t.id = m.turn_id join sessions s on s.id = t.session_id
+where m.content_kind in ('string', 'text_block', 'bash_output', 'json')
+"""
+
+
 class DoctorFinding(BaseModel):
     """One problem found by `Store.doctor`.
 
     Attributes:
         check: Which check found it: integrity, foreign_key, search_index,
-            path_values, tokens, active_leaf, wal, permissions.
+            path_values, tokens, active_leaf, content (compressed message content),
+            wal, permissions.
         severity: ``error`` (data is wrong) or ``warning`` (worth acting on).
         message: What is wrong, naming the session/turn/file, and what to do.
         session: Public id of the session concerned, if any.
@@ -177,6 +187,8 @@ class Doctor:
         try:
             checked = self._check_path_values(found)
             self._check_active_leaves(found)
+            if self.db.dialect.capabilities.compressed_content:
+                self._check_content(found)
         except _DB_ERRORS as err:
             found.append(
                 DoctorFinding(
@@ -366,6 +378,47 @@ class Doctor:
                         )
                     )
         return checked
+
+    def _check_content(self, found: list[DoctorFinding]) -> None:
+        """Every compressed content reads back, and each row has the form the write gives it.
+
+        The form is recomputed with the write path's own function (`compressed.pack_row`)
+        from the content read back: compressed at or above the threshold, plain below.
+        """
+        for key, turn, session, kind, content_json, text, blob in self.db.execute(CONTENT_ROWS_SQL):
+            where = f"message row {key} (turn {turn} of session {session})"
+            try:
+                payload = None if blob is None else compressed.decompress(blob, key)
+            except ContentCorrupt as err:
+                found.append(
+                    DoctorFinding(
+                        check="content",
+                        severity="error",
+                        message=f"{err} [{where}]",
+                        session=session,
+                        turn=turn,
+                    )
+                )
+                continue
+            column = "content_json" if kind == "json" else "text"
+            plain = {"content_json": content_json, "text": text}
+            row = {"content_kind": kind, **plain, "content_zstd": None}
+            if payload is not None:
+                row[column] = payload
+            stored_form = (plain[column] is None, blob is None)
+            compressed.pack_row(row)
+            if (row[column] is None, row["content_zstd"] is None) != stored_form:
+                found.append(
+                    DoctorFinding(
+                        check="content",
+                        severity="warning",
+                        message=f"{where} is stored {'plain' if blob is None else 'compressed'}"
+                        f", not as written today ({compressed.THRESHOLD} bytes is the "
+                        "threshold); its content reads back intact",
+                        session=session,
+                        turn=turn,
+                    )
+                )
 
     def _check_active_leaves(self, found: list[DoctorFinding]) -> None:
         for _session_key, uid, leaf, owner in self.db.execute(BAD_LEAF_SQL).fetchall():

@@ -36,6 +36,7 @@ from nexus_store.errors import (
     NexusError,
     StorageError,
 )
+from nexus_store.store import compressed
 
 __all__ = [
     "TranslatingConnection",
@@ -205,6 +206,21 @@ def translate(exc: BaseException, where: str) -> NexusError:
     )
 
 
+def _escalate(err: sqlite3.Error, where: str) -> None:
+    """Raise the nexus_store error a statement's SQLite error means, if it has one.
+
+    A damaged compressed message fails inside a registered SQL function, which SQLite
+    reports only as "user-defined function raised exception": the function recorded
+    the error naming the message (`compressed.take_failure`, issue 17).
+    """
+    if is_environmental(err):
+        raise translate(err, where) from err
+    if isinstance(err, sqlite3.OperationalError) and "user-defined function" in str(err):
+        failure = compressed.take_failure()
+        if failure is not None:
+            raise failure from None
+
+
 class TranslatingCursor(sqlite3.Cursor):
     """A cursor whose environmental errors (`is_environmental`) become nexus_store errors.
 
@@ -220,8 +236,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             super().execute(sql, parameters)
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
         return self
 
@@ -230,8 +245,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             super().executemany(sql, seq_of_parameters)
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
         return self
 
@@ -240,8 +254,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             return super().fetchone()
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
 
     def fetchall(self) -> list[Any]:
@@ -249,8 +262,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             return super().fetchall()
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
 
     def fetchmany(self, size: int | None = 1) -> list[Any]:
@@ -258,8 +270,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             return super().fetchmany(size if size is not None else self.arraysize)
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
 
     def __iter__(self) -> TranslatingCursor:
@@ -269,8 +280,7 @@ class TranslatingCursor(sqlite3.Cursor):
         try:
             return super().__next__()
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self._where()) from err
+            _escalate(err, self._where())
             raise
 
 
@@ -299,6 +309,5 @@ class TranslatingConnection(sqlite3.Connection):
         try:
             return super().executescript(sql)
         except sqlite3.Error as err:
-            if is_environmental(err):
-                raise translate(err, self.where) from err
+            _escalate(err, self.where)
             raise

@@ -84,6 +84,7 @@ from turns where id in (select id from temp.gc_doomed)
 """
 MESSAGE_BYTES_SQL = """
 select count(*), coalesce(sum(60 + coalesce(length(content_json), 0) + coalesce(length(text), 0)
+       + coalesce(length(content_zstd), 0)
        + coalesce(length(extra_json), 0) + coalesce(length(tool_call_id), 0)), 0)
 from messages where turn_id in (select id from temp.gc_doomed)
 """

@@ -35,6 +35,7 @@ import weakref
 from pathlib import Path
 
 from nexus_store.errors import NexusError
+from nexus_store.store import compressed
 from nexus_store.store.db import Handle
 
 __all__ = [
@@ -57,10 +58,11 @@ TAIL_BYTES = 256 * 1024
 """...or once a handle has appended this much text (in characters) since its last drain."""
 
 # The one statement that indexes the tail: the messages with lo < id <= hi, with the
-# text the index is declared over. (Any change of where message text comes from, e.g. a
-# view that decompresses it, changes this statement and the 'rebuild' below.)
+# text the index is declared over: the view messages_text (schema 0065), which gives
+# compressed content decompressed and a json message's text derived.
 INDEX_TAIL_SQL = (
-    "insert into messages_fts (rowid, text) select id, text from messages where id > ? and id <= ?"
+    "insert into messages_fts (rowid, text) "
+    "select id, text from messages_text where id > ? and id <= ?"
 )
 # (the largest message key, the watermark); the watermark is NULL when its row is missing.
 TAIL_STATE_SQL = (
@@ -249,6 +251,7 @@ def index_file_tail(path: Path) -> bool:
         conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=0, isolation_level=None)
     except sqlite3.Error:
         return False
+    compressed.register(conn)  # the index reads its text through messages_text (0065)
     try:
         top, mark = conn.execute(TAIL_STATE_SQL).fetchone()
         if mark is None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from nexus_store.errors import ConflictError, InvalidEntry
 from nexus_store.rows import dumps, is_storable_text, message_rows
-from nexus_store.store import appends
+from nexus_store.store import appends, compressed
 from nexus_store.store.batches import BATCH, Item, Payload, prepared_batches
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.indexqueue import queue_messages
@@ -328,6 +328,7 @@ class _Run:
         self.cache: OrderedDict[str, PathRow] = OrderedDict()
         self.pending_turns: list[list[Any]] = []
         self.pending_messages: list[dict[str, Any]] = []
+        self.pending_chars = 0  # text characters of pending_messages, counted before packing
         self.pending_uids: set[str] = set()
         self.last_key: int | None = None
         self.added = 0  # turns this run stored
@@ -368,11 +369,10 @@ class _Run:
             self.db.executemany(self.db.dialect.statements.insert_turns, self.pending_turns)
             if self.pending_messages:
                 self.db.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
-                self.queued_chars = max(self.queued_chars, 0) + sum(
-                    len(m["text"] or "") for m in self.pending_messages
-                )
+                self.queued_chars = max(self.queued_chars, 0) + self.pending_chars
         self.pending_turns = []
         self.pending_messages = []
+        self.pending_chars = 0
         self.pending_uids = set()
 
     def complete(self) -> None:
@@ -556,7 +556,11 @@ class _Run:
             fork=self.fork if parent is None else None,
         )
         self.pending_turns.append([values[c] for c in TURN_COLUMNS])
-        self.pending_messages.extend(message_rows(key, messages, counts))
+        rows = message_rows(key, messages, counts)
+        self.pending_chars += sum(len(m["text"] or "") for m in rows)  # before packing
+        if self.db.dialect.capabilities.compressed_content:
+            compressed.pack_rows(rows)
+        self.pending_messages.extend(rows)
         self.pending_uids.add(uid)
         self.seen.add(uid)
         self._remember(uid, child)

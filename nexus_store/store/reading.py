@@ -17,7 +17,7 @@ from nexus_store.models import Context, ContextStatus, Session, Turn
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
 from nexus_store.store.resets import latest_reset
-from nexus_store.store.sql import SESSION_SQL, TURN_SQL
+from nexus_store.store.sql import CONTENT_TEXT, SESSION_SQL, TURN_SQL
 from nexus_store.store.status import (
     DEFAULT_LIMITS,
     resolve_session_id,
@@ -34,8 +34,9 @@ _FIELD_COLUMNS = [column for _, column, _ in TURN_FIELD_COLUMNS]
 _TURN_SELECT = TURN_SQL.format(fields=", ".join(f"t.{c}" for c in _FIELD_COLUMNS))
 _N_BASE = 16  # columns of TURN_SQL before the entry field columns
 _MESSAGE_SELECT = (
-    "select turn_id, role, content_kind, content_json, text, tool_call_id, tool_name, is_error, "
-    "provider, model, api, stop_reason, timestamp_ms, extra_json from messages"
+    f"select turn_id, role, content_kind, content_json, {CONTENT_TEXT}, tool_call_id, "
+    "tool_name, is_error, provider, model, api, stop_reason, timestamp_ms, extra_json "
+    "from messages_text m"
 )
 
 

@@ -1,8 +1,9 @@
 """Full-text search over message text and summaries (FTS5, BM25-ranked).
 
 Two external-content FTS5 indexes (schema/0002_search.sql) point at the text the
-store already keeps: ``messages_fts`` at ``messages.text`` (the flattened text of a
-message: text blocks joined, tool output, bash output) and ``summaries_fts`` at
+store already keeps: ``messages_fts`` at ``messages_text.text`` (schema 0065: the
+flattened text of a message, text blocks joined, tool output, bash output, decompressed
+where it is stored compressed) and ``summaries_fts`` at
 ``turns.summary`` (compaction and branch-summary turns). Triggers keep the summaries
 in sync on every write; messages are indexed in bulk up to a watermark, and a search
 first indexes the messages above it (store/indexqueue.py), so it sees every committed
@@ -40,7 +41,7 @@ select s.uid, t.uid, t.kind, m.role, m.tool_name, m.idx,
             then snippet(messages_fts, 0, :open, :close, '…', :tokens) end,
        messages_fts.rank, m.id
 from messages_fts
-join messages m on m.id = messages_fts.rowid
+join messages_text m on m.id = messages_fts.rowid
 join turns t on t.id = m.turn_id
 join sessions s on s.id = t.session_id
 where messages_fts match :query
@@ -119,7 +120,7 @@ where t.session_id = ?
 """
 SESSION_TURN_BOUNDS_SQL = "select min(id), max(id) from turns where session_id = ?"
 # The whole text of a long hit, for its bounded snippet.
-MESSAGE_TEXT_SQL = "select coalesce(text, '') from messages where id = ?"
+MESSAGE_TEXT_SQL = "select coalesce(text, '') from messages_text where id = ?"
 SUMMARY_TEXT_SQL = "select coalesce(summary, '') from turns where id = ?"
 _ALL_ROWIDS = (-(2**63), 2**63 - 1)
 

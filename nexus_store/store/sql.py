@@ -17,6 +17,7 @@ from nexus_store.rows import MESSAGE_COLUMNS
 from nexus_store.store.pathvalues import PARENT_COLUMNS
 
 __all__ = [
+    "CONTENT_TEXT",
     "CONTEXT_SQL",
     "INSERT_MESSAGE_SQL",
     "INSERT_TURN_SQL",
@@ -94,17 +95,18 @@ INSERT_MESSAGE_SQL = """
 insert into messages (
     turn_id, idx, role, content_kind, content_json, text, tokens, tool_call_id, tool_name,
     is_error, provider, model, api, stop_reason, timestamp_ms, input_tokens, output_tokens,
-    cache_read_tokens, cache_write_tokens, total_tokens, cost, extra_json
+    cache_read_tokens, cache_write_tokens, total_tokens, cost, extra_json, content_zstd
 ) values (
     :turn_id, :idx, :role, :content_kind, :content_json, :text, :tokens, :tool_call_id,
     :tool_name, :is_error, :provider, :model, :api, :stop_reason, :timestamp_ms, :input_tokens,
-    :output_tokens, :cache_read_tokens, :cache_write_tokens, :total_tokens, :cost, :extra_json
+    :output_tokens, :cache_read_tokens, :cache_write_tokens, :total_tokens, :cost, :extra_json,
+    :content_zstd
 )
 """
 
 # The columns of INSERT_MESSAGE_SQL, in order, for `insert_messages_sql`.
 MESSAGE_INSERT_COLUMNS = ("turn_id", "idx", *MESSAGE_COLUMNS)
-# At most this many rows per `insert_messages_sql` statement (22 variables each; SQLite
+# At most this many rows per `insert_messages_sql` statement (23 variables each; SQLite
 # allows 32,766 variables per statement, PostgreSQL 65,535).
 MESSAGES_PER_STATEMENT = 500
 
@@ -176,6 +178,11 @@ order by t.depth
 PATH_SQL = _PATH.format(run_turns=_RUN_TURNS)
 PG_PATH_SQL = _PATH.format(run_turns=_PG_RUN_TURNS)
 
+# The text a message's decoding reads, over the view `messages_text m` (schema 0065): a
+# json message's content is its content_json, so its text (derived from that content,
+# for search) is not computed on the read path.
+CONTENT_TEXT = "case when m.content_kind = 'json' then null else m.text end"
+
 # The context of :leaf in one query: the runs from the leaf up to the first kept turn
 # of the latest compaction (:stop_depth is that turn's depth; the compaction's own
 # depth when it keeps nothing before it; 0 without a compaction), the turns of those
@@ -194,25 +201,27 @@ with recursive seg(session, start_seq, end_seq, end_depth, jump) as (
 )
 select t.id, t.uid, t.kind, t.created_utc, t.summary, t.tokens_before, t.from_uid,
        t.custom_type, t.display, t.details_json, t.extra_json,
-       m.idx, m.role, m.content_kind, m.content_json, m.text,
+       m.idx, m.role, m.content_kind, m.content_json, {content_text},
        m.tool_call_id, m.tool_name, m.is_error, m.provider, m.model, m.api, m.stop_reason,
        m.timestamp_ms, m.extra_json, coalesce(m.tokens, t.tokens)
 from seg
 {run_turns}
-left join messages m on m.turn_id = t.id
+left join messages_text m on m.turn_id = t.id
 where t.depth >= :stop_depth
   and (t.kind in ('message', 'custom_message', 'branch_summary') or t.id = :compaction)
 order by t.id = :compaction desc, t.depth, m.idx
 """
 CONTEXT_SQL = _CONTEXT.format(
+    content_text=CONTENT_TEXT,
     run_turns="""join turns t on t.session_id = seg.session
   and t.seq between max(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
-                and seg.end_seq"""
+                and seg.end_seq""",
 )
 PG_CONTEXT_SQL = _CONTEXT.format(
+    content_text=CONTENT_TEXT,
     run_turns="""join turns t on t.session_id = seg.session
   and t.seq between greatest(seg.start_seq, seg.end_seq - (seg.end_depth - :stop_depth))
-                and seg.end_seq"""
+                and seg.end_seq""",
 )
 
 # (PARENT_COLUMNS, the row of a turn as a parent of new turns, is pathvalues.PathRow's.)
