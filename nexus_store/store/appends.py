@@ -342,7 +342,7 @@ class Appends:
             )
         if rows:
             # indexed for search in bulk with the tail they join (store/indexqueue.py)
-            queue_messages(db, chars)
+            queue_messages(db, chars, len(rows))
         final = dict(entry)
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid

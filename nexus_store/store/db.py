@@ -131,8 +131,10 @@ class Handle:
         self._tails: dict[str, SessionTail] = {}
         #: True while an append runs its own statements (they need no flush).
         self.appending = False
-        #: Text appended since this handle last indexed the search tail (`store/indexqueue.py`).
+        #: Text and messages appended since this handle last indexed the search tail
+        #: (`store/indexqueue.py`).
         self.unindexed_bytes = 0
+        self.unindexed_messages = 0
         #: Work done when the handle closes, by key (indexing the search tail).
         self._at_close: dict[str, Callable[[], None]] = {}
 

@@ -7,10 +7,12 @@ watermark), whoever wrote them (the store, sqlite-utils, Datasette). The tail is
 with one ``insert ... select`` (`index_tail`), which writes one FTS5 segment for all of
 it instead of one per commit:
 
-- at the commit of a transaction that appended, once the tail holds `TAIL_MESSAGES`
-  messages or this handle appended `TAIL_BYTES` of text since its last drain
+- at the commit of a transaction that appended, once this handle appended
+  `TAIL_MESSAGES` messages or `TAIL_BYTES` of text since its last drain
   (`queue_messages`; a batch or an import past the threshold is indexed before it
-  commits, as the per-transaction queue did before);
+  commits). The handle counts what it appended, so a commit below the threshold runs
+  no statement for the index at all; other writers' rows join the same tail and are
+  indexed with it (or by the next search, or by their own writer's drain);
 - before any search the store runs (`ensure_indexed`), so search through the store is
   exact after every commit;
 - when a store that appended closes, if the write lock is free at once (`index_at_close`),
@@ -111,7 +113,7 @@ def index_tail(db: Handle) -> int:
     if state is None:
         return 0
     top, mark = state
-    db.unindexed_bytes = 0
+    db.unindexed_bytes = db.unindexed_messages = 0
     if mark is None:
         rebuild_message_index(db)
         return top
@@ -127,16 +129,18 @@ def index_tail(db: Handle) -> int:
     return count
 
 
-def queue_messages(db: Handle, chars: int) -> None:
+def queue_messages(db: Handle, chars: int, count: int) -> None:
     """After an append wrote messages (in its transaction): check the tail at the commit.
 
     Args:
         db: The handle (its transaction is open).
         chars: The length of the text the append wrote.
+        count: How many messages it wrote.
     """
     if not db.dialect.capabilities.fts_bm25:
         return
     db.unindexed_bytes += chars
+    db.unindexed_messages += count
     if not db.has_deferred(_QUEUED):
         db.defer(_QUEUED, lambda: _index_if_long(db))
     if not db.has_close_hook(_QUEUED):
@@ -144,13 +148,13 @@ def queue_messages(db: Handle, chars: int) -> None:
 
 
 def _index_if_long(db: Handle) -> None:
+    if db.unindexed_messages < TAIL_MESSAGES and db.unindexed_bytes < TAIL_BYTES:
+        return  # (issue 17: no statement at a commit below the threshold)
     state = tail_state(db)
     if state is None:
         return
     top, mark = state
-    if mark is None or top - mark >= TAIL_MESSAGES or top < mark:
-        index_tail(db)
-    elif top > mark and db.unindexed_bytes >= TAIL_BYTES:
+    if mark is None or top != mark:
         index_tail(db)
 
 
@@ -207,7 +211,7 @@ def rebuild_message_index(db: Handle) -> None:
     """
     db.execute("insert into messages_fts (messages_fts) values ('rebuild')")
     db.execute(_RESET_WATERMARK_SQL)
-    db.unindexed_bytes = 0
+    db.unindexed_bytes = db.unindexed_messages = 0
 
 
 class _Undo(Exception):

@@ -337,6 +337,7 @@ class _Run:
         self.batch_uids: list[str] = []
         self.stored: dict[str, tuple[int, int]] | None = None
         self.queued_chars = -1  # text of the messages written and not yet queued for search
+        self.queued_count = 0  # and how many they are
 
     def _next_key(self) -> int:
         if not self._keys:
@@ -370,6 +371,7 @@ class _Run:
             if self.pending_messages:
                 self.db.executemany(INSERT_MESSAGE_SQL, self.pending_messages)
                 self.queued_chars = max(self.queued_chars, 0) + self.pending_chars
+                self.queued_count += len(self.pending_messages)
         self.pending_turns = []
         self.pending_messages = []
         self.pending_chars = 0
@@ -381,8 +383,9 @@ class _Run:
         # the run's messages join the search tail, indexed in one statement (at the
         # commit once the tail is long: store/indexqueue.py)
         if self.queued_chars >= 0:
-            queue_messages(self.db, self.queued_chars)
+            queue_messages(self.db, self.queued_chars, self.queued_count)
             self.queued_chars = -1
+            self.queued_count = 0
 
     def finish(self) -> None:
         """`complete`, then point the session at the last turn stored.
