@@ -122,3 +122,70 @@ class TestBusy:
             assert caught.value.retryable and caught.value.where == second.handle.where
             assert second.handle.where == pg.redact(url)  # never the password
             assert second.append_message(s.id, user("after")).seq == 0
+
+
+class TestNarrowInserts:
+    """Appends name only the columns that hold a value (sql.insert_rows_sql, issue 17)."""
+
+    def test_no_turn_or_message_column_has_a_default(self, backend: Store) -> None:
+        # A column left out of an insert must read NULL, exactly as an explicit NULL: a
+        # default added by a later migration would silently change what appends store.
+        if backend.handle.dialect.name == "sqlite":
+            defaults = [
+                (table, r[1], r[4])
+                for table in ("turns", "messages")
+                for r in backend.conn.execute(f"pragma table_info({table})").fetchall()
+                if r[4] is not None
+            ]
+        else:
+            defaults = backend.handle.execute(
+                "select table_name, column_name, column_default from information_schema.columns "
+                "where table_schema = current_schema() and table_name in ('turns', 'messages') "
+                "and column_default is not null and is_identity = 'NO' "
+                "and column_name <> 'id'"
+            ).fetchall()
+        assert defaults == []
+
+    def test_turns_of_every_shape_read_back_whole(self, backend: Store) -> None:
+        s = backend.create_session()
+        plain = backend.append_message(s.id, user("plain"))
+        rich = backend.append_messages(
+            s.id,
+            [
+                {"role": "user", "content": "with a tool", "timestamp": 1},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}],
+                    "model": "m",
+                    "provider": "p",
+                    "api": "a",
+                    "stopReason": "toolUse",
+                    "usage": {"input": 3, "output": 4, "cost": {"total": 0.5}},
+                    "timestamp": 2,
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c1",
+                    "toolName": "ls",
+                    "content": [{"type": "text", "text": "x" * 2000}],
+                    "isError": True,
+                    "timestamp": 3,
+                },
+            ],
+        )
+        backend.append_entry(s.id, {"type": "model_change", "provider": "p", "modelId": "m2"})
+        backend.append_message(s.id, user("again"))  # the first shape, prepared before
+        got = backend.get_turn(s.id, rich.id)
+        assert got.entry["messages"][1]["usage"]["cost"] == {"total": 0.5}
+        assert got.entry["messages"][2]["isError"] is True
+        assert got.entry["messages"][2]["content"][0]["text"] == "x" * 2000
+        assert backend.get_turn(s.id, plain.id).entry["message"]["content"] == "plain"
+        ctx = backend.context(s.id)
+        assert [m["role"] for m in ctx.messages] == [
+            "user",
+            "user",
+            "assistant",
+            "toolResult",
+            "user",
+        ]
+        assert ctx.model == {"provider": "p", "modelId": "m2"}

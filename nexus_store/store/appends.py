@@ -31,7 +31,7 @@ from nexus_store.store.sql import (
     SESSION_AND_LEAF_SQL,
     SESSION_AND_PARENT_SQL,
     TURN_COLUMNS,
-    insert_messages_sql,
+    insert_rows_sql,
 )
 from nexus_store.tokens import TokenCounter, message_tokens
 
@@ -320,7 +320,7 @@ class Appends:
         for _attempt in range(100):
             if generated:
                 values["uid"] = secrets.token_hex(4)
-            inserted = db.dialect.insert_turn(db, [values[c] for c in TURN_COLUMNS])
+            inserted = db.dialect.insert_turn(db, values)
             if inserted is not None:
                 break
             if not generated:
@@ -336,9 +336,12 @@ class Appends:
             compressed.pack_rows(rows)
         for start in range(0, len(rows), MESSAGES_PER_STATEMENT):
             chunk = rows[start : start + MESSAGES_PER_STATEMENT]
+            # only the columns some row fills (`insert_rows_sql`)
+            filled = {c for row in chunk for c, v in row.items() if v is not None}
+            columns = tuple([c for c in MESSAGE_INSERT_COLUMNS if c in filled])
             db.execute(
-                insert_messages_sql(len(chunk)),
-                [row[c] for row in chunk for c in MESSAGE_INSERT_COLUMNS],
+                insert_rows_sql("messages", columns, len(chunk)),
+                [row[c] for row in chunk for c in columns],
             )
         if rows:
             # indexed for search in bulk with the tail they join (store/indexqueue.py)

@@ -161,6 +161,9 @@ def connect(target: str, *, timeout: float, uri: bool = False) -> sqlite3.Connec
             check_same_thread=False,
             uri=uri,
             factory=TranslatingConnection,  # driver errors -> nexus errors (issue 18)
+            # appends name only the columns that hold a value, so a store prepares a
+            # statement per shape of row (sql.insert_rows_sql): keep them all prepared
+            cached_statements=512,
         )
     except sqlite3.Error as err:
         raise StoreOpenError(f"cannot open {target}: {err}") from None

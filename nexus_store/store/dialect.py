@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -38,6 +39,8 @@ from nexus_store.store.sql import (
     PG_CONTEXT_SQL,
     PG_INSERT_TURN_SQL,
     PG_PATH_SQL,
+    TURN_COLUMNS,
+    insert_rows_sql,
 )
 
 if TYPE_CHECKING:
@@ -161,8 +164,8 @@ class Dialect(ABC):
         """Serialize the appends of one session (inside a transaction)."""
 
     @abstractmethod
-    def insert_turn(self, db: Handle, params: list[Any]) -> int | None:
-        """Insert one turn (`Statements.insert_turn`): its key, or None if its id is taken."""
+    def insert_turn(self, db: Handle, values: Mapping[str, Any]) -> int | None:
+        """Insert one turn (``values`` by `TURN_COLUMNS`): its key, or None if its id is taken."""
 
     @abstractmethod
     def insert_key(self, db: Handle, sql: str, params: Any) -> int:
@@ -328,10 +331,16 @@ class SqliteDialect(Dialect):
     def lock_session(self, db: Handle, session_id: str) -> None:
         """Nothing: BEGIN IMMEDIATE already serializes every writer."""
 
-    def insert_turn(self, db: Handle, params: list[Any]) -> int | None:
-        """The rowid; a taken (session, uid) pair is SQLite's integrity error."""
+    def insert_turn(self, db: Handle, values: Mapping[str, Any]) -> int | None:
+        """The rowid; a taken (session, uid) pair is SQLite's integrity error.
+
+        Only the columns that hold a value are named (`insert_rows_sql`): a message
+        turn leaves most of the 44 NULL, and SQLite binds and encodes fewer values.
+        """
+        columns = tuple([c for c in TURN_COLUMNS if values[c] is not None])
+        sql = insert_rows_sql("turns", columns)
         try:
-            return int(db.execute(self.statements.insert_turn, params).lastrowid or 0)
+            return int(db.execute(sql, [values[c] for c in columns]).lastrowid or 0)
         except ConstraintViolation as err:
             if "uid" not in str(err):
                 raise
@@ -467,9 +476,9 @@ class PostgresDialect(Dialect):
         """
         db.conn.defer("select id from sessions where uid = ? for no key update", [session_id])
 
-    def insert_turn(self, db: Handle, params: list[Any]) -> int | None:
+    def insert_turn(self, db: Handle, values: Mapping[str, Any]) -> int | None:
         """``returning id``; no row when ``on conflict do nothing`` skipped a taken id."""
-        row = db.execute(self.statements.insert_turn, params).fetchone()
+        row = db.execute(self.statements.insert_turn, [values[c] for c in TURN_COLUMNS]).fetchone()
         return None if row is None else int(row[0])
 
     def insert_key(self, db: Handle, sql: str, params: Any) -> int:

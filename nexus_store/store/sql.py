@@ -33,7 +33,7 @@ __all__ = [
     "SESSION_SQL",
     "TURN_COLUMNS",
     "TURN_SQL",
-    "insert_messages_sql",
+    "insert_rows_sql",
 ]
 
 TURN_COLUMNS = (
@@ -104,22 +104,25 @@ insert into messages (
 )
 """
 
-# The columns of INSERT_MESSAGE_SQL, in order, for `insert_messages_sql`.
+# The columns of INSERT_MESSAGE_SQL, in order (appends write those that hold a value).
 MESSAGE_INSERT_COLUMNS = ("turn_id", "idx", *MESSAGE_COLUMNS)
-# At most this many rows per `insert_messages_sql` statement (23 variables each; SQLite
+# At most this many rows per `insert_rows_sql` statement of messages (23 variables each; SQLite
 # allows 32,766 variables per statement, PostgreSQL 65,535).
 MESSAGES_PER_STATEMENT = 500
 
 
-@functools.lru_cache(maxsize=64)
-def insert_messages_sql(rows: int) -> str:
-    """``insert into messages`` of ``rows`` rows in one statement (positional values).
+@functools.lru_cache(maxsize=256)
+def insert_rows_sql(table: str, columns: tuple[str, ...], rows: int = 1) -> str:
+    """``insert into table (columns)`` of ``rows`` rows in one statement (positional values).
 
-    One statement is atomic on its own: it writes all its rows or none.
+    The write path names only the columns that hold a value: a column left out is NULL,
+    as no column of ``turns`` or ``messages`` has a default (tests/test_schema.py), and
+    SQLite binds and encodes fewer values (most of a message turn's 44 turn columns are
+    NULL; issue 17). One statement is atomic on its own: it writes all its rows or none.
     """
-    one = "(" + ", ".join("?" for _ in MESSAGE_INSERT_COLUMNS) + ")"
-    return "insert into messages ({}) values {}".format(
-        ", ".join(MESSAGE_INSERT_COLUMNS), ", ".join(one for _ in range(rows))
+    one = "(" + ", ".join("?" for _ in columns) + ")"
+    return "insert into {} ({}) values {}".format(
+        table, ", ".join(columns), ", ".join(one for _ in range(rows))
     )
 
 
