@@ -82,12 +82,18 @@ class Appends:
             db.appending = True
             try:
                 return self._append(session_id, entry, guarded=True)
+            except BaseException:
+                db.taint()
+                raise
             finally:
                 db.appending = False
         with db.atomic(keep_deferred=True):
             db.appending = True
             try:
                 return self._append(session_id, entry, guarded=False)
+            except BaseException:
+                db.taint()
+                raise
             finally:
                 db.appending = False
 
@@ -109,16 +115,21 @@ class Appends:
                 f"no turn with id {entry['parentId']!r} in session {session_id!r} (parentId)"
             )
         tail = db.tail(session_id)
+        pending = tail is not None
+        if not pending:
+            # the row as this handle's last commit wrote it, if provably unchanged
+            tail = db.known_tail(session_id)
         fork = None
         if tail is not None and (
             "parentId" not in entry or (explicit and entry["parentId"] == tail.leaf.uid)
         ):
-            # An earlier append of this transaction left the session here: its row is
-            # written once, before the commit or any other statement (db.SessionTail).
+            # An earlier append of this transaction (or of the last one, `known_tail`)
+            # left the session here: its row is written once, before the commit or any
+            # other statement (db.SessionTail).
             session_key, last_seq, fork_key = tail.key, tail.last_seq, tail.fork_key
             parent: PathRow | None = tail.leaf
         else:
-            if tail is not None:
+            if pending:
                 db.flush_tails()  # the read below must see the session as written
             db.lock_session(session_id)
             if explicit:

@@ -60,6 +60,8 @@ _ANCESTOR_SQL = (
 
 # The session row after a transaction's appends, written once before anything else runs.
 _TAIL_SQL = "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?"
+# At most this many sessions' rows are remembered between transactions (`known_tail`).
+_KNOWN_SESSIONS = 1024
 
 
 class SessionTail(NamedTuple):
@@ -129,6 +131,15 @@ class Handle:
         self._deferred: dict[str, Callable[[], None]] = {}
         #: Sessions whose row waits for the appends' one update (by public id).
         self._tails: dict[str, SessionTail] = {}
+        #: Sessions as this handle's last committed transaction of appends left them
+        #: (SQLite): valid while `_known_mark` still matches (`known_tail`).
+        self._known: dict[str, SessionTail] = {}
+        self._known_mark: tuple[int, int] | None = None
+        self._known_valid: bool | None = None  # checked in this transaction (None: not yet)
+        self._flushed: dict[str, SessionTail] = {}  # rows this transaction wrote
+        self._pure = False  # this transaction ran appends and their row writes only
+        self._begin_changes = -1  # the connection's total_changes when it began
+        self._version: int | None = None  # PRAGMA data_version in this transaction
         #: True while an append runs its own statements (they need no flush).
         self.appending = False
         #: Text and messages appended since this handle last indexed the search tail
@@ -147,6 +158,7 @@ class Handle:
         sqlite-utils (issue 17: start-up). The connection already has what wrapping
         it used to set (``recursive_triggers``; `connection.connect`).
         """
+        self._pure = False  # (its writes bypass the handle: `known_tail`)
         if self._sqlite_db is None and self.dialect.name == "sqlite":
             import sqlite_utils
 
@@ -158,16 +170,20 @@ class Handle:
     @property
     def conn(self) -> Any:
         """The driver's connection; pending session rows are written before it is used."""
-        if self._tails and not self.appending:
-            self.flush_tails()
+        if not self.appending:
+            self._pure = False
+            if self._tails:
+                self.flush_tails()
         return self._conn
 
     # -- the one door to the driver ---------------------------------------------------
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         """Run one statement; a driver error comes out as the dialect translates it."""
-        if self._tails and not self.appending:
-            self.flush_tails()
+        if not self.appending:
+            self._pure = False
+            if self._tails:
+                self.flush_tails()
         return self._run(sql, params)
 
     @property
@@ -186,8 +202,10 @@ class Handle:
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         """Run one statement per parameter set (errors translated as by `execute`)."""
-        if self._tails and not self.appending:
-            self.flush_tails()
+        if not self.appending:
+            self._pure = False
+            if self._tails:
+                self.flush_tails()
         try:
             self._conn.executemany(sql, rows)
         except self.dialect.driver_errors as err:
@@ -202,6 +220,7 @@ class Handle:
         for work in hooks.values():
             work()
         self._tails.clear()
+        self._known.clear()
         self._conn.close()
 
     def at_close(self, key: str, work: Callable[[], None]) -> None:
@@ -229,8 +248,50 @@ class Handle:
     def flush_tails(self) -> None:
         """Write the session rows the appends left pending (one update per session)."""
         tails, self._tails = self._tails, {}
-        for tail in tails.values():
-            self.execute(_TAIL_SQL, [tail.leaf.id, tail.updated_utc, tail.last_seq, tail.key])
+        for session_id, tail in tails.items():
+            self._run(_TAIL_SQL, [tail.leaf.id, tail.updated_utc, tail.last_seq, tail.key])
+            self._known.pop(session_id, None)  # (now stale: the row is as just written)
+        self._flushed.update(tails)
+
+    def known_tail(self, session_id: str) -> SessionTail | None:
+        """The session as this handle's last commit left it, if nothing changed it since.
+
+        A transaction that ran only appends (`atomic` tracks it) leaves the session rows
+        it wrote here; inside a transaction they serve only while it has run nothing
+        but appends. The next transaction uses them instead of reading the row again
+        (issue 17: a single-turn commit's session read) while both marks hold: the
+        connection's ``total_changes`` is what it was right after that commit (no
+        statement of this connection changed a row since, committed or rolled back),
+        and ``PRAGMA data_version`` is unchanged (no other connection committed). One
+        check per transaction; SQLite only (None elsewhere, and when not proven).
+        """
+        if not self._known or not self._pure:
+            return None  # (a statement other than an append ran: it may have moved it)
+        if self._known_valid is None:
+            self._known_valid = self._known_mark == (self._begin_changes, self._data_version())
+            if not self._known_valid:
+                self._known.clear()
+                return None
+        return self._known.get(session_id) if self._known_valid else None
+
+    def taint(self) -> None:
+        """Keep this transaction's session rows out of `known_tail` (a failed append)."""
+        self._pure = False
+
+    def _data_version(self) -> int:
+        if self._version is None:
+            self._version = int(self._run("pragma data_version").fetchone()[0])
+        return self._version
+
+    def _remember(self) -> None:
+        """After a commit: keep the rows a transaction of appends only wrote (`known_tail`)."""
+        if self._pure and self._flushed and self.dialect.name == "sqlite":
+            known = self._known if self._known_valid else {}
+            if len(known) > _KNOWN_SESSIONS:
+                known = {}
+            known.update(self._flushed)
+            self._known = known
+            self._known_mark = (self._conn.total_changes, self._data_version())
 
     def has_deferred(self, key: str) -> bool:
         """Whether ``key``'s work waits for the current transaction's commit."""
@@ -272,6 +333,7 @@ class Handle:
             # What the appends left pending before the savepoint stays pending after a
             # rollback to it; what they add inside it is undone with it.
             tails = dict(self._tails)
+            flushed = dict(self._flushed)
             # A fixed savepoint name keeps the statements in sqlite3's cache (appends
             # inside a caller's atomic() are the batched hot path); names may nest, on
             # both backends (the innermost of a name is the one released).
@@ -280,6 +342,8 @@ class Handle:
                 yield
             except BaseException:
                 self._tails = tails
+                self._flushed = flushed
+                self._pure = False
                 if self._conn.in_transaction:
                     self._run("rollback to savepoint nexus_nested")
                     self._run("release savepoint nexus_nested")
@@ -289,10 +353,14 @@ class Handle:
         self._deferred.clear()
         self._tails.clear()
         self._begin()
+        self._start_marks()
         try:
             yield
             self.flush_deferred()
-            self.execute("commit")
+            if self._tails:
+                self.flush_tails()
+            self._run("commit")
+            self._remember()
         except BaseException as err:
             self._deferred.clear()
             self._tails.clear()
@@ -302,6 +370,20 @@ class Handle:
             if driver_errors.is_driver_error(err):  # issue 18: no raw driver error escapes
                 raise driver_errors.translate(err, self.where) from err
             raise
+        finally:
+            self._begin_changes = -1
+            self._known_valid = None
+            self._version = None
+            self._pure = False
+
+    def _start_marks(self) -> None:
+        """A new transaction: nothing checked, nothing written yet (`known_tail`)."""
+        self._flushed = {}
+        self._version = None
+        self._known_valid = None
+        sqlite = self.dialect.name == "sqlite"
+        self._begin_changes = self._conn.total_changes if sqlite else -1
+        self._pure = True
 
     def _begin(self) -> None:
         deadline = time.monotonic() + BUSY_RETRY_SECONDS
