@@ -16,7 +16,8 @@ the table gives the median wall and CPU time (user + system of the child, from
   checkout costs where that variable is set, as on some CI and sandbox machines; the
   dependencies keep their installed bytecode).
 
-The runs interleave the commands so that a load change hits each alike. The wall
+The runs interleave the commands, in a new order each round, so that a load change
+hits each alike and no command always follows the same one. The wall
 figure is what the target names; on a shared machine read the CPU column (see
 README.md). ``--against DIR`` adds the same two nexus_store rows for another source
 tree (``PYTHONPATH=DIR``, e.g. ``git archive`` of an older commit), an A/B in one run.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -153,9 +155,12 @@ def measure(commands: dict[str, Command], runs: int) -> dict[str, dict[str, floa
         run_once(command)
     walls: dict[str, list[float]] = {k: [] for k in commands}
     cpus: dict[str, list[float]] = {k: [] for k in commands}
+    order = list(commands)
+    shuffle = random.Random(17).shuffle  # the same orders in every run of the benchmark
     for _ in range(runs):
-        for name, command in commands.items():
-            wall, cpu = run_once(command)
+        shuffle(order)
+        for name in order:
+            wall, cpu = run_once(commands[name])
             walls[name].append(wall)
             cpus[name].append(cpu)
     out = {}

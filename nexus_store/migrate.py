@@ -10,6 +10,7 @@ refused rather than guessed at.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,21 @@ def schema_files() -> list[Path]:
     here = Path(__file__).resolve().parent
     for folder in (here / "_schema", here.parent / "schema"):
         if folder.is_dir():
-            return sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+            return sorted(folder / name for name in os.listdir(folder) if _is_schema_file(name))
     raise FileNotFoundError("nexus_store schema files not found (expected nexus_store/_schema)")
+
+
+def _is_schema_file(name: str) -> bool:
+    # The names glob "[0-9][0-9][0-9][0-9]_*.sql" matches, without compiling the pattern
+    # at every open (issue 17: start-up).
+    number = name[:4]
+    return (
+        len(name) >= 9
+        and number.isascii()
+        and number.isdigit()
+        and name[4] == "_"
+        and name.endswith(".sql")
+    )
 
 
 def is_current(conn: Any) -> bool:

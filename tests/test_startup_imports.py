@@ -9,10 +9,13 @@ the other tests here check that those figures, and the command's output, are wha
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import re
 import subprocess
 import sys
+import unicodedata
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,11 +25,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nexus_store import Store
-from nexus_store.cli import cli
+from nexus_store.cli import _common, cli
 from nexus_store.compaction.policy import CompactionConfig, LayerConfig
 from nexus_store.degradation import percent_threshold
 from nexus_store.errors import SessionNotFound
 from nexus_store.models import ContextStatus
+from nexus_store.store.opening import open_handle
 from nexus_store.store.status import (
     DEFAULT_LIMITS,
     StatusFigures,
@@ -60,7 +64,20 @@ NOT_FOR_STATUS = [
     "nexus_store.store.reading",
     "nexus_store.store.appends",
     "nexus_store.cli.transfer",
+    # what it opens without (fourth session): the facade and its parts, the PostgreSQL
+    # adapter, the zstd bindings (until a compressed value is read), the CLI's views
+    "nexus_store.store.facade",
+    "nexus_store.store.facade_docs",
+    "nexus_store.store.parts",
+    "nexus_store.store.pg",
+    "psycopg",
+    "zstandard",
+    "compression",
+    "nexus_store.cli.views",
 ]
+# The zstd binding that reads compressed content: zstandard, or the standard
+# library's on Python 3.14+.
+ZSTD = ["zstandard", "compression"]
 
 
 def _loaded(code: str) -> set[str]:
@@ -136,6 +153,39 @@ class TestLazyImports:
         db, sid, _ = compacted  # the check itself can fail: `context show` needs the models
         loaded = _loaded(_cli_code("--db", str(db), "context", "show", sid))
         assert "pydantic" in _among(loaded, NOT_FOR_STATUS)
+
+    def test_compressed_content_loads_zstd_only_when_read(self, tmp_path: Path) -> None:
+        db = tmp_path / "big.db"
+        with Store(db, counter="chars4") as store:
+            sid = store.create_session().id
+            store.append_message(sid, {"role": "user", "content": "long " * 400})
+            assert store.db is not None  # it is stored compressed: the test means something
+            assert store.db.execute("select count(content_zstd) from messages").fetchone() == (1,)
+        status = _loaded(_cli_code("--db", str(db), "context", "status", sid))
+        assert "nexus_store.store.status" in status
+        assert _among(status, NOT_FOR_STATUS) == []
+        # the guard can fail: reading the message decompresses it
+        shown = _loaded(_cli_code("--db", str(db), "context", "show", sid))
+        assert _among(shown, ZSTD) != []
+
+    def test_status_compiles_no_pattern_for_its_text(
+        self, compacted: tuple[Path, str, list[str]]
+    ) -> None:
+        db, sid, ids = compacted
+        code = _cli_code("--db", str(db), "context", "status", sid, "--leaf", ids[9])
+        code += "\nfrom nexus_store import jsoncodec\nfrom nexus_store.cli import _common"
+        code += "\nprint(_common._pattern.cache_info().currsize, jsoncodec._pattern.cache_info().currsize)"
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+        )
+        assert "Last compaction:" in done.stdout  # (its lines hold non-ASCII: → and —)
+        assert done.stdout.splitlines()[-1] == "0 0"
+
+    def test_open_handle_takes_the_defaults_of_store(self) -> None:
+        ours = inspect.signature(open_handle).parameters
+        theirs = inspect.signature(Store.__init__).parameters
+        names = ["memory", "counter", "synchronous", "busy_timeout"]
+        assert [ours[n].default for n in names] == [theirs[n].default for n in names]
 
     def test_sqlite_utils_is_still_there_when_asked_for(self, tmp_path: Path) -> None:
         with Store(tmp_path / "s.db") as store:
@@ -275,3 +325,34 @@ class TestResolve:
     def test_latest_in_an_empty_database(self, tmp_path: Path) -> None:
         with Store(tmp_path / "e.db") as store, pytest.raises(SessionNotFound, match="no sessions"):
             resolve_session_id(store.handle, "latest")
+
+
+class TestTerminalSafeWithoutPatterns:
+    """The CLI compiles its terminal-safety patterns only for text that is not printable."""
+
+    @pytest.mark.parametrize("source", [_common._UNSAFE, _common._JSON_UNSAFE])
+    def test_every_character_the_patterns_escape_is_not_printable(self, source: str) -> None:
+        every = "".join(map(chr, range(0x110000)))
+        matched = re.findall(source, every)
+        assert len(matched) > 30  # the pattern is what the test reads
+        assert [c for c in matched if c.isprintable()] == []
+        assert {unicodedata.category(c) for c in matched} <= {"Cc", "Cf"}
+
+    @given(st.text())
+    def test_the_same_as_the_pattern(self, text: str) -> None:
+        escape = _common._escape
+        assert _common.terminal_safe(text) == re.sub(_common._UNSAFE, escape, text)
+
+    def test_what_it_escapes(self) -> None:
+        assert _common.terminal_safe("ok → fine") == "ok → fine"
+        assert _common.terminal_safe("a\x1b[2Jb\u202ec\td\n") == "a\\x1b[2Jb\\u202ec\td\n"
+
+    def test_json_text(self, capsys: pytest.CaptureFixture[str]) -> None:
+        _common.echo_json_text('"plain — text"')
+        _common.echo_json_text('{\n  "a": "x\x9by\u2066"\n}')
+        assert capsys.readouterr().out.splitlines() == [
+            '"plain — text"',
+            "{",
+            '  "a": "x\\u009by\\u2066"',
+            "}",
+        ]

@@ -17,10 +17,11 @@ import click
 
 from nexus_store.errors import NexusError
 from nexus_store.store.driver_errors import is_driver_error, translate
-from nexus_store.store.pg import is_postgres_url
+from nexus_store.store.urls import is_postgres_url
 
 if TYPE_CHECKING:
     from nexus_store.store import Store
+    from nexus_store.store.db import Handle
 
 __all__ = [
     "CONTEXT_SETTINGS",
@@ -31,6 +32,7 @@ __all__ = [
     "echo_json",
     "echo_json_text",
     "json_option",
+    "open_handle",
     "open_store",
     "print_table",
     "terminal_safe",
@@ -42,9 +44,17 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 # DEL, C1 controls (\x9b is a one-byte CSI), and the bidirectional overrides that
 # reorder what is shown. Transcripts hold whatever tools printed (issue 15: `tree`
 # sent a transcript's escape sequences to the terminal).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 # What JSON leaves raw with ensure_ascii=False (it escapes C0 itself).
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = "[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+# Every character of both is a control (Cc) or format (Cf) character, which
+# `str.isprintable` rejects: a printable text has none, and the patterns are compiled
+# for the first text that is not (compiling both cost ~1 ms at every start; issue 17).
+
+
+@functools.cache
+def _pattern(source: str) -> re.Pattern[str]:
+    return re.compile(source)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -63,7 +73,9 @@ def terminal_safe(text: str) -> str:
         >>> terminal_safe("ok\\x1b[2Jgone")
         'ok\\\\x1b[2Jgone'
     """
-    return _UNSAFE.sub(_escape, text)
+    if text.isprintable():
+        return text
+    return _pattern(_UNSAFE).sub(_escape, text)
 
 
 def echo(message: str = "", *, err: bool = False) -> None:
@@ -194,22 +206,44 @@ def open_store(ctx: click.Context, *, create: bool = False) -> Store:
     """Open the database named by --db (or the default), closing it when the command ends."""
     from nexus_store.store import Store  # not at import: `--help` needs no store
 
-    target: Path | str = ctx.find_root().params["db"] or default_db_path()
+    target = _database(ctx, create=create)
     if isinstance(target, str):  # a postgresql:// URL
         url_store = Store(target)
         ctx.call_on_close(url_store.close)
         return url_store
-    path = target
-    if not path.exists():
-        if not create:
-            raise click.ClickException(
-                f"no database at {path}; import a transcript first (nexus-store import FILE) "
-                "or point --db / NEXUS_STORE_DB at one"
-            )
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    store = Store(path, counter=ctx.find_root().params.get("counter"))
+    store = Store(target, counter=ctx.find_root().params.get("counter"))
     ctx.call_on_close(store.close)
     return store
+
+
+def open_handle(ctx: click.Context) -> Handle:
+    """Open the database named by --db as a bare `Handle`, closing it when the command ends.
+
+    For a command that reads with the store's functions rather than a `Store`
+    (`context status`): the database is opened, checked and migrated as `open_store`
+    does, but the facade and its parts are not imported (issue 17: start-up).
+    """
+    from nexus_store.store import opening
+
+    target = _database(ctx, create=False)
+    counter = None if isinstance(target, str) else ctx.find_root().params.get("counter")
+    handle = opening.open_handle(target, counter=counter)
+    ctx.call_on_close(handle.close)
+    return handle
+
+
+def _database(ctx: click.Context, *, create: bool) -> Path | str:
+    target: Path | str = ctx.find_root().params["db"] or default_db_path()
+    if isinstance(target, str):  # a postgresql:// URL
+        return target
+    if not target.exists():
+        if not create:
+            raise click.ClickException(
+                f"no database at {target}; import a transcript first (nexus-store import FILE) "
+                "or point --db / NEXUS_STORE_DB at one"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return target
 
 
 def json_option(func: F) -> F:
@@ -224,7 +258,9 @@ def echo_json(value: Any) -> None:
 
 def echo_json_text(text: str) -> None:
     """Print JSON text with the terminal-active characters JSON leaves raw escaped (``\\u009b``)."""
-    click.echo(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    if not text.isprintable():
+        text = _pattern(_JSON_UNSAFE).sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    click.echo(text)
 
 
 def print_table(

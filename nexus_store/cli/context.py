@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nexus_store.cli._common import echo, echo_json, json_option, open_store
-from nexus_store.cli.views import message_preview
+from nexus_store.cli._common import echo, echo_json, json_option, open_handle, open_store
 from nexus_store.store.status import resolve_session_id, status_figures
 
 if TYPE_CHECKING:
@@ -65,6 +64,8 @@ def show(
         nexus-store context show latest --leaf a100000c --json
         nexus-store context show latest --render anthropic --thinking keep
     """
+    from nexus_store.cli.views import message_preview  # not for `status` (issue 17)
+
     store = open_store(ctx)
     info = store.resolve_session(session)
     result = store.pruned_context(info.id, leaf)[0] if prune else store.context(info.id, leaf)
@@ -111,9 +112,9 @@ def status(ctx: click.Context, session: str, leaf: str | None, window: int, as_j
         nexus-store context status latest
         nexus-store context status latest --window 128000 --json
     """
-    # The figures of `Store.status` from the store's handle: this command imports no
-    # pydantic model (issue 17: it must start in well under 150 ms).
-    handle = open_store(ctx).handle
+    # The figures of `Store.status` from a bare handle: this command imports no
+    # pydantic model and not the facade (issue 17: it must start in well under 150 ms).
+    handle = open_handle(ctx)
     st = status_figures(handle, resolve_session_id(handle, session), leaf, window=window)
     if as_json:
         echo_json(st.as_dict())

@@ -28,6 +28,7 @@ exception into "user-defined function raised exception".
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -65,15 +66,23 @@ TEXT_KINDS = frozenset({"string", "text_block", "bash_output"})
 
 _local = threading.local()  # per-thread zstd contexts (not shareable) and the last failure
 
-try:  # Python 3.14+: the standard library's binding of the same reference library
-    from compression import zstd as _stdlib_zstd  # type: ignore[import-not-found,unused-ignore]  # 3.14+
-except ImportError:
-    _stdlib_zstd = None
+
+@functools.cache
+def _stdlib_zstd() -> Any:
+    # The standard library's binding of the same reference library (Python 3.14+), or
+    # None. Imported, like zstandard, by the first value compressed or read: opening a
+    # store and `context status` load neither (issue 17: start-up).
+    try:
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # 3.14+
+    except ImportError:
+        return None
+    return zstd
 
 
 def _compress_bytes(data: bytes) -> bytes:
-    if _stdlib_zstd is not None:
-        return bytes(_stdlib_zstd.compress(data, level=LEVEL))
+    stdlib = _stdlib_zstd()
+    if stdlib is not None:
+        return bytes(stdlib.compress(data, level=LEVEL))
     import zstandard  # Python < 3.14 (a core dependency there)
 
     found = getattr(_local, "compressor", None)
@@ -83,8 +92,9 @@ def _compress_bytes(data: bytes) -> bytes:
 
 
 def _decompress_bytes(blob: bytes) -> bytes:
-    if _stdlib_zstd is not None:
-        return bytes(_stdlib_zstd.decompress(blob))
+    stdlib = _stdlib_zstd()
+    if stdlib is not None:
+        return bytes(stdlib.decompress(blob))
     import zstandard
 
     found = getattr(_local, "decompressor", None)

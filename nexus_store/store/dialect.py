@@ -18,9 +18,8 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 from nexus_store import migrate
 from nexus_store.errors import (
@@ -30,7 +29,7 @@ from nexus_store.errors import (
     StorageError,
     StoreOpenError,
 )
-from nexus_store.store import compressed, connection, driver_errors, pg
+from nexus_store.store import compressed, connection, driver_errors
 from nexus_store.store.db import Handle, utc_now
 from nexus_store.store.sql import (
     CONTEXT_SQL,
@@ -42,9 +41,12 @@ from nexus_store.store.sql import (
     TURN_COLUMNS,
     insert_rows_sql,
 )
+from nexus_store.store.urls import redact
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+    from nexus_store.store.pg import PgConnection
 
 __all__ = [
     "POSTGRES",
@@ -57,8 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Capabilities:
+class Capabilities(NamedTuple):
     """What a backend offers beyond the common API; ask before calling.
 
     Attributes:
@@ -87,8 +88,7 @@ POSTGRES = Capabilities(
 )
 
 
-@dataclass(frozen=True)
-class Statements:
+class Statements(NamedTuple):
     """The statements whose text differs between backends (see `nexus_store.store.sql`).
 
     Attributes:
@@ -385,17 +385,25 @@ class PostgresDialect(Dialect):
     # set by __init__ (importing psycopg at class creation cost every command ~0.1 s)
     driver_errors: tuple[type[BaseException], ...] = ()
 
+    # `nexus_store.store.pg` is imported by the methods that need it: opening a SQLite
+    # file does not load it (issue 17: start-up).
     def __init__(self, url: str) -> None:
+        from nexus_store.store import pg
+
         self.url = url
         self.driver_errors = pg.driver_errors()
 
     def translate_error(self, err: BaseException, where: str) -> BaseException:
         """Psycopg's errors as nexus_store's (none reaches a caller)."""
+        from nexus_store.store import pg
+
         return pg.translate_error(err, where)
 
     @staticmethod
-    def connect(url: str, *, busy_timeout: float) -> pg.PgConnection:
+    def connect(url: str, *, busy_timeout: float) -> PgConnection:
         """Open an autocommit connection behind `pg.PgConnection`."""
+        from nexus_store.store import pg
+
         return pg.PgConnection(pg.connect(url, timeout=busy_timeout))
 
     def configure(self, db: Handle, synchronous: str, busy_timeout: float) -> None:
@@ -414,7 +422,7 @@ class PostgresDialect(Dialect):
         ).fetchone()
         if row[0] and not row[1]:
             raise StoreOpenError(
-                f"{pg.redact(self.url)} has a sessions table of another program (no "
+                f"{redact(self.url)} has a sessions table of another program (no "
                 "nexus_migrations); use another database, or a schema of its own "
                 "(options=-csearch_path=nexus)"
             )

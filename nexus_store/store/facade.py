@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from nexus_store.store import pg
 from nexus_store.store.connection import DEFAULT_WAL_LIMIT
 from nexus_store.store.dialect import PostgresDialect
 from nexus_store.store.facade_docs import PartDocs, document_from_parts
 from nexus_store.store.leaves import ACTIVE_LEAF
 from nexus_store.store.opening import open_handle
 from nexus_store.store.parts import make_part, part_classes
+from nexus_store.store.urls import is_postgres_url, redact
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -92,7 +92,7 @@ class Store(metaclass=PartDocs):
 
     def __new__(cls, path: Any = None, **options: Any) -> Store:
         """A ``postgresql://`` URL opens a `PostgresStore` (issue 8); anything else SQLite."""
-        if cls is Store and pg.is_postgres_url(path):
+        if cls is Store and is_postgres_url(path):
             return super().__new__(PostgresStore)
         return super().__new__(cls)
 
@@ -591,7 +591,7 @@ class PostgresStore(Store):
         return dialect.url
 
     def __repr__(self) -> str:
-        return f"PostgresStore({pg.redact(self.url)!r})"
+        return f"PostgresStore({redact(self.url)!r})"
 
 
 document_from_parts(Store, part_classes)

@@ -12,9 +12,10 @@ import contextlib
 from typing import Any
 
 from nexus_store.errors import CounterMismatch
-from nexus_store.store import connection, pg
+from nexus_store.store import connection
 from nexus_store.store.db import Handle
 from nexus_store.store.dialect import PostgresDialect, SqliteDialect
+from nexus_store.store.urls import is_postgres_url, redact
 from nexus_store.tokens import DEFAULT_COUNTER, TokenCounter, get_counter
 
 __all__ = ["open_handle"]
@@ -23,12 +24,15 @@ __all__ = ["open_handle"]
 def open_handle(
     path: Any,
     *,
-    memory: bool,
-    counter: str | TokenCounter | None,
-    synchronous: str,
-    busy_timeout: float,
+    memory: bool = False,
+    counter: str | TokenCounter | None = None,
+    synchronous: str = "NORMAL",
+    busy_timeout: float = 5.0,
 ) -> Handle:
     """Open, check, configure and migrate a database, and settle its token counter.
+
+    The arguments and their defaults are `Store`'s (the CLI's ``context status`` opens
+    a handle without the facade).
 
     Raises:
         StoreOpenError: If the target cannot be opened as a nexus_store database.
@@ -37,14 +41,14 @@ def open_handle(
         ValueError: For ``memory=True`` with a URL, or an unknown synchronous mode.
     """
     mode = synchronous.upper()
-    if pg.is_postgres_url(path):
+    if is_postgres_url(path):
         if memory:
             raise ValueError("memory=True is for SQLite; give a postgresql:// URL or a file path")
         url = str(path)
         postgres = PostgresDialect(url)
         postgres.check_synchronous(mode, synchronous)
         handle = Handle(
-            postgres.connect(url, busy_timeout=busy_timeout), postgres, where=pg.redact(url)
+            postgres.connect(url, busy_timeout=busy_timeout), postgres, where=redact(url)
         )
         try:
             postgres.configure(handle, mode, busy_timeout)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus_store.errors import QueryTimeout, ReadOnlyError, StoreOpenError
 from nexus_store.store.driver_errors import translate as _translate
+from nexus_store.store.urls import is_postgres_url, redact
 
 if TYPE_CHECKING:
     import psycopg
@@ -37,19 +38,8 @@ __all__ = [
     "translate_error",
 ]
 
-_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:\w+|\?|%", re.DOTALL)
 _CACHE: dict[str, str] = {}
-
-
-def is_postgres_url(target: object) -> bool:
-    """Whether ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
-    return isinstance(target, str) and bool(_URL.match(target))
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 def _placeholders(sql: str) -> str:
