@@ -95,6 +95,29 @@ class Turn(BaseModel):
     entry: dict[str, Any]
 
 
+_TURN_FIELDS = tuple(Turn.model_fields)
+_setattr = object.__setattr__
+
+
+def stored_turn(**values: Any) -> Turn:
+    """A `Turn` from values the store built (every field, already of its type).
+
+    What ``Turn.model_construct(**values)`` gives (no validation, every field set),
+    without its per-field walk over aliases and defaults (given in the fields' order;
+    otherwise it is ``model_construct``): a third of an append's cost
+    of returning its turn, and of reading a path's turns (issue 17).
+    tests/test_rows.py checks it against ``model_construct``.
+    """
+    if tuple(values) != _TURN_FIELDS:  # (a field missing or out of order: the long way)
+        return Turn.model_construct(**values)
+    turn = Turn.__new__(Turn)
+    _setattr(turn, "__dict__", values)
+    _setattr(turn, "__pydantic_fields_set__", set(_TURN_FIELDS))
+    _setattr(turn, "__pydantic_extra__", None)
+    _setattr(turn, "__pydantic_private__", None)
+    return turn
+
+
 class Context(BaseModel):
     """The context of one leaf: what the model is given, in pi's exact form.
 

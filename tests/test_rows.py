@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +116,40 @@ def test_any_message_round_trips_through_native_append(message: dict[str, Any]) 
         turn = store.append_message(sid, message)
         assert same(store.get_turn(sid, turn.id).entry["message"], message)
         assert same(store.context(sid).messages, [message])
+
+
+def test_stored_turn_is_model_construct() -> None:
+    """`models.stored_turn` (the append's and the reader's fast path) equals model_construct."""
+    import copy
+    import pickle
+
+    from nexus_store.models import Turn, stored_turn
+
+    values: dict[str, Any] = {
+        "id": "abcd1234",
+        "session_id": "s1",
+        "parent_id": None,
+        "kind": "message",
+        "seq": 0,
+        "timestamp": "2026-11-23T00:00:00.000Z",
+        "depth": 0,
+        "tokens": 5,
+        "path_tokens": 5,
+        "context_tokens": 5,
+        "compactions": 0,
+        "compaction_id": None,
+        "model": {"provider": "p", "modelId": "m"},
+        "thinking_level": "off",
+        "entry": {"type": "message", "message": {"role": "user", "content": "hi"}},
+    }
+    fast, slow = stored_turn(**values), Turn.model_construct(**values)
+    assert fast == slow and fast.model_dump() == slow.model_dump() == values
+    assert fast.model_dump_json() == slow.model_dump_json() and repr(fast) == repr(slow)
+    assert fast.model_fields_set == slow.model_fields_set == set(values)
+    assert pickle.loads(pickle.dumps(fast)) == slow
+    assert copy.deepcopy(fast) == slow and fast.model_copy(update={"seq": 1}).seq == 1
+    assert Turn.model_validate(fast.model_dump()) == fast
+    with pytest.raises(ValueError):
+        fast.seq = 2  # type: ignore[misc]  # frozen, as the models are
+    reordered = dict(reversed(list(values.items())))
+    assert stored_turn(**reordered) == slow  # out of order: model_construct itself

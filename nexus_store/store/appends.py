@@ -16,7 +16,7 @@ from typing import Any
 
 from nexus_store import jsoncodec
 from nexus_store.errors import InvalidEntry, SessionNotFound, TurnNotFound
-from nexus_store.models import Turn
+from nexus_store.models import Turn, stored_turn
 from nexus_store.rows import dumps, encode_entry_fields, message_rows, turn_payload
 from nexus_store.store import compressed
 from nexus_store.store.db import Handle, SessionTail, unstorable, utc_now
@@ -361,7 +361,7 @@ class Appends:
         final["id"] = values["uid"]
         final["parentId"] = None if parent is None else parent.uid
         model_json = values["active_model_json"]
-        turn = Turn.model_construct(
+        turn = stored_turn(
             id=values["uid"],
             session_id=session_id,
             parent_id=final["parentId"],

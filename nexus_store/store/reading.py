@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from nexus_store import jsoncodec
 from nexus_store.assemble import build_messages
 from nexus_store.errors import SessionNotFound, TurnNotFound
-from nexus_store.models import Context, ContextStatus, Session, Turn
+from nexus_store.models import Context, ContextStatus, Session, Turn, stored_turn
 from nexus_store.rows import TURN_FIELD_COLUMNS, decode_message, entry_from_parts, is_storable_text
 from nexus_store.store.db import Handle
 from nexus_store.store.resets import latest_reset
@@ -143,7 +143,7 @@ class Reading:
             elif row[3] == "custom_message" and found and "content" in found[0]:
                 entry["content"] = found[0]["content"]
             turns.append(
-                Turn.model_construct(
+                stored_turn(
                     id=row[1],
                     session_id=session_id,
                     parent_id=row[2],
