@@ -68,12 +68,13 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
     """Seconds to store the import's own rows with executemany alone: our schema's floor.
 
     The file is imported once (not timed); its turns and messages rows are read back and
-    inserted into a fresh store the way the importer writes them (search trigger paused,
-    one insert-select into the index), in one transaction, with no parsing, codec,
-    counting or path values.
+    inserted into a fresh store the way the importer writes them (the messages join the
+    search tail and are indexed with one insert-select before the commit,
+    `indexqueue.index_tail`), in one transaction, with no parsing, codec, counting or
+    path values.
     """
     from nexus_store import Store
-    from nexus_store.store.search import Search
+    from nexus_store.store.indexqueue import index_tail
 
     scratch = db.with_name(db.name + ".src")
     with Store(str(scratch)) as store:
@@ -94,8 +95,6 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
         conn = store.conn
         t0 = time.perf_counter()
         with store.atomic():
-            index = Search(store.handle)  # the search part: pause its trigger for the bulk
-            paused = index.bulk_index_begin()
             row = dict(zip(ses_cols, session, strict=True))
             leaf, row["active_leaf_id"] = row["active_leaf_id"], None  # set once it exists
             conn.execute(insert("sessions", ses_cols), list(row.values()))
@@ -103,7 +102,7 @@ def floor_sql(src: Path, db: Path) -> tuple[float, int]:
                 conn.executemany(insert("turns", turn_cols), turns[i : i + 500])
             for i in range(0, len(messages), 500):
                 conn.executemany(insert("messages", msg_cols), messages[i : i + 500])
-            index.bulk_index_end(paused)
+            index_tail(store.handle)  # (ids above the watermark: no trigger indexed them)
             conn.execute("update sessions set active_leaf_id = ?", [leaf])
         return time.perf_counter() - t0, len(turns)
 
