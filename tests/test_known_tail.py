@@ -249,3 +249,28 @@ def _path(parent: dict[str, str | None], leaf: str | None) -> list[str]:
         out.append(leaf)
         leaf = parent[leaf]
     return out[::-1]
+
+
+def test_a_commit_right_after_ours_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another connection commits between our commit and anything we read after it: the
+    # mark must come from inside our transaction, or it would hide that commit.
+    from nexus_store.store import db as db_module
+
+    path = str(tmp_path / "s.db")
+    with Store(path) as a, Store(path) as b:
+        s = a.create_session()
+        run = db_module.Handle._run
+        injected: list[str] = []
+
+        def run_then_b(self: Any, sql: str, params: Any = ()) -> Any:
+            result = run(self, sql, params)
+            if sql == "commit" and self is a.handle and not injected:
+                injected.append(b.append_message(s.id, user("b, just after")).id)
+            return result
+
+        monkeypatch.setattr(db_module.Handle, "_run", run_then_b)
+        first = a.append_message(s.id, user("a, first"))
+        monkeypatch.setattr(db_module.Handle, "_run", run)
+        nxt = a.append_message(s.id, user("a, next"))
+        assert injected and (nxt.parent_id, nxt.seq) == (injected[0], 2)
+        assert first.seq == 0

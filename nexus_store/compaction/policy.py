@@ -463,15 +463,8 @@ def evaluate_degradation(
 ) -> Degradation:
     """Rate the risk of a leaf's context: how often it was compacted, and how full it is.
 
-    From the compaction count: critical from ``max_auto_compactions``, high from
-    ``warn_at_compaction``, medium from one below the warning (at least 1), else low
-    (seed 002's guard with its limits taken from the config). From the fill level,
-    when ``tokens`` is given (issue 15: a context at 104.5% was called healthy):
-    critical at or over the window (the model cannot take it), high from the
-    trigger formula's threshold (``window - reserve_tokens_floor -
-    soft_threshold_tokens``: compaction is due), medium from the lowest layer's
-    trigger. The higher of the two risks wins, and the recommendation says both.
-    The rules are `nexus_store.degradation.assess`, on ``cfg.risk_limits``.
+    The rules (by compaction count and by fill level; the higher risk wins) are
+    `nexus_store.degradation.assess`, on ``cfg.risk_limits``; its docstring states them.
 
     Args:
         compaction_count: Compactions on the path of the leaf.

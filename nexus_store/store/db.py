@@ -283,15 +283,24 @@ class Handle:
             self._version = int(self._run("pragma data_version").fetchone()[0])
         return self._version
 
-    def _remember(self) -> None:
-        """After a commit: keep the rows a transaction of appends only wrote (`known_tail`)."""
+    def _version_to_remember(self) -> int | None:
+        """Before a commit: ``PRAGMA data_version`` if `_remember` will keep its rows.
+
+        Read while the transaction holds the write lock: read after the commit, it could
+        already count another connection's commit, which the mark would then hide.
+        """
         if self._pure and self._flushed and self.dialect.name == "sqlite":
-            known = self._known if self._known_valid else {}
-            if len(known) > _KNOWN_SESSIONS:
-                known = {}
-            known.update(self._flushed)
-            self._known = known
-            self._known_mark = (self._conn.total_changes, self._data_version())
+            return self._data_version()
+        return None
+
+    def _remember(self, version: int) -> None:
+        """After a commit: keep the rows a transaction of appends only wrote (`known_tail`)."""
+        known = self._known if self._known_valid else {}
+        if len(known) > _KNOWN_SESSIONS:
+            known = {}
+        known.update(self._flushed)
+        self._known = known
+        self._known_mark = (self._conn.total_changes, version)
 
     def has_deferred(self, key: str) -> bool:
         """Whether ``key``'s work waits for the current transaction's commit."""
@@ -359,8 +368,10 @@ class Handle:
             self.flush_deferred()
             if self._tails:
                 self.flush_tails()
+            version = self._version_to_remember()
             self._run("commit")
-            self._remember()
+            if version is not None:
+                self._remember(version)
         except BaseException as err:
             self._deferred.clear()
             self._tails.clear()

@@ -150,12 +150,7 @@ def queue_messages(db: Handle, chars: int, count: int) -> None:
 def _index_if_long(db: Handle) -> None:
     if db.unindexed_messages < TAIL_MESSAGES and db.unindexed_bytes < TAIL_BYTES:
         return  # (issue 17: no statement at a commit below the threshold)
-    state = tail_state(db)
-    if state is None:
-        return
-    top, mark = state
-    if mark is None or top != mark:
-        index_tail(db)
+    index_tail(db)  # (it reads the tail once, and does nothing when it is empty)
 
 
 def ensure_indexed(db: Handle) -> None:

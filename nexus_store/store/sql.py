@@ -116,7 +116,7 @@ def insert_rows_sql(table: str, columns: tuple[str, ...], rows: int = 1) -> str:
     """``insert into table (columns)`` of ``rows`` rows in one statement (positional values).
 
     The write path names only the columns that hold a value: a column left out is NULL,
-    as no column of ``turns`` or ``messages`` has a default (tests/test_schema.py), and
+    as no column of ``turns`` or ``messages`` has a default (tests/test_dialect.py), and
     SQLite binds and encodes fewer values (most of a message turn's 44 turn columns are
     NULL; issue 17). One statement is atomic on its own: it writes all its rows or none.
     """
