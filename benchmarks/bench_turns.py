@@ -241,6 +241,98 @@ class PlainTurns:
         self.conn.close()
 
 
+class FloorTurns(PlainTurns):
+    """The plain tree plus the work nexus_store must do on every append (a floor, not a peer).
+
+    DESIGN.md requires of each append: the exact token count of every message with the
+    default counter (a turn stores its path's cumulative count, and the append returns
+    it), the message text searchable as soon as the commit returns, and large content
+    compressed (bytes on disk <= 1.0x the JSONL). This store does exactly that on top of
+    `PlainTurns` and nothing else: ``tokens.message_tokens`` with the store's cl100k
+    counter, a contentless FTS5 index (the store's tokenizer) fed in bulk every 256
+    messages and at the end of a batch (the store's search indexes the rest before it
+    answers), and ``compressed.compress`` of bodies of at least
+    ``compressed.THRESHOLD`` bytes. Whatever a real store adds (columns, indexes, path
+    values, validation) comes on top, so its rate bounds what any design of nexus_store
+    can reach here.
+    """
+
+    def __init__(self, path: Path, sync: str, work: frozenset[str]) -> None:
+        from nexus_store.store import compressed
+        from nexus_store.tokens import get_counter, message_tokens
+
+        super().__init__(path, sync)
+        self.work = work
+        self.counter = get_counter("cl100k_base")
+        self.counter.count(["warm up"])  # the encoding loads once per process
+        self.tokens = message_tokens
+        self.compress = compressed.compress
+        self.threshold = compressed.THRESHOLD
+        self.pending: list[tuple[int, str]] = []
+        self.rowid = 0
+        if "search" in work:
+            self.conn.execute(
+                "create virtual table fts using fts5(text, content='', "
+                "tokenize='unicode61 remove_diacritics 2')"
+            )
+
+    def _write(self, msgs: list[dict[str, Any]]) -> None:
+        self.seq += 1
+        cur = self.conn.execute(
+            "insert into turns (session_id, parent_id, seq, created_utc) "
+            "values (1, ?, ?, datetime('now'))",
+            (self.leaf, self.seq),
+        )
+        self.leaf = cur.lastrowid
+        rows: list[tuple[Any, ...]] = []
+        for j, m in enumerate(msgs):
+            if "count" in self.work:
+                self.tokens(self.counter, m)
+            body = self.dumps(m)
+            if "compress" in self.work and len(body) >= self.threshold:
+                rows.append((self.leaf, j, m["role"], self.compress(body)))
+            else:
+                rows.append((self.leaf, j, m["role"], body))
+            if "search" in self.work:
+                self.rowid += 1
+                self.pending.append((self.rowid, message_text(m)))
+        self.conn.executemany("insert into messages values (?, ?, ?, ?)", rows)
+        if len(self.pending) >= 256:
+            self._index()
+
+    def _index(self) -> None:
+        if not self.pending:
+            return
+        self.conn.executemany("insert into fts (rowid, text) values (?, ?)", self.pending)
+        self.pending.clear()
+
+    def turn(self, msgs: list[dict[str, Any]]) -> None:
+        self.conn.execute("begin immediate")
+        self._write(msgs)  # (the tail is indexed every 256 messages, as the store does:
+        self.conn.execute("commit")  # its search indexes the tail first, so stays exact)
+
+    def batch(self, ts: list[list[dict[str, Any]]]) -> None:
+        self.conn.execute("begin immediate")
+        for msgs in ts:
+            self._write(msgs)
+        self._index()
+        self.conn.execute("commit")
+
+
+#: The modes the floors run in (both at WAL NORMAL; FULL adds the same fsync to every store).
+FLOOR_MODES = ("NORMAL", "batch")
+#: Each floor is the best of this many runs (the plain tree again too, as the reference).
+FLOOR_RUNS = 3
+#: The floors measured after the peers: the plain tree plus one kind of required work, then all.
+FLOORS = {
+    "(nothing added)": frozenset(),
+    "+ exact count": frozenset({"count"}),
+    "+ search index": frozenset({"search"}),
+    "+ compression": frozenset({"compress"}),
+    "+ all three (floor)": frozenset({"count", "search", "compress"}),
+}
+
+
 STORES: dict[str, Callable[[Path, str], Any]] = {
     PEERS[0]: NexusTurns,
     PEERS[1]: OpenAITurns,
@@ -258,11 +350,33 @@ def available(name: str) -> str | None:
     return None
 
 
+def measure(
+    store: Any, ts: list[list[dict[str, Any]]], mode: str
+) -> tuple[list[float], float, float]:
+    """Write ``ts`` to ``store`` in ``mode``: (per-turn latencies, wall seconds, CPU seconds)."""
+    import gc
+
+    gc.collect()
+    c0 = time.process_time()
+    if mode == "batch":
+        t0 = time.perf_counter()
+        store.batch(ts)
+        total = time.perf_counter() - t0
+        lat = [total / len(ts)]
+    else:
+        lat = []
+        for msgs in ts:
+            t0 = time.perf_counter()
+            store.turn(msgs)
+            lat.append(time.perf_counter() - t0)
+        total = sum(lat)
+    return lat, total, time.process_time() - c0
+
+
 def run_turns(
     n: int, workdir: Path, add: Callable[..., dict[str, Any]], note: Callable[[str], None]
 ) -> None:
-    """Measure every store in every mode; ``add`` records (run.py's ``Results.add``)."""
-    import gc
+    """Measure every store in every mode, then the floors; ``add`` records (``Results.add``)."""
     import shutil
 
     ts = turns(n)
@@ -280,21 +394,7 @@ def run_turns(
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir(parents=True)
             store = STORES[name](d / "t.db", "NORMAL" if mode == "batch" else mode)
-            gc.collect()
-            c0 = time.process_time()
-            if mode == "batch":
-                t0 = time.perf_counter()
-                store.batch(ts)
-                total = time.perf_counter() - t0
-                lat = [total / n]
-            else:
-                lat = []
-                for msgs in ts:
-                    t0 = time.perf_counter()
-                    store.turn(msgs)
-                    lat.append(time.perf_counter() - t0)
-                total = sum(lat)
-            cpu = time.process_time() - c0
+            lat, total, cpu = measure(store, ts, mode)
             store.close()
             size = disk_bytes(d / "t.db")
             rec = add(
@@ -312,6 +412,35 @@ def run_turns(
                 f"  {name:26s} {mode:6s} {rec['rate']:>9,.0f} turns/s  "
                 f"p50 {rec['median_s'] * 1e3:.3f} ms  CPU-bound {rec['cpu_rate'] or 0:>9,.0f}/s  "
                 f"disk/text {rec['payload_ratio']:.2f}",
+                flush=True,
+            )
+    print("  floors: the plain tree plus the work every append must do (FloorTurns)", flush=True)
+    for mode in FLOOR_MODES:
+        for label, work in FLOORS.items():
+            best: tuple[float, float, list[float]] | None = None
+            for _ in range(FLOOR_RUNS):  # the best of a few: they are small differences
+                d = workdir / "turns" / "floor" / mode / ("-".join(sorted(work)) or "plain")
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
+                store = FloorTurns(d / "t.db", "NORMAL", work)
+                lat, total, cpu = measure(store, ts, mode)
+                store.close()
+                if best is None or total < best[0]:
+                    best = (total, cpu, lat)
+            assert best is not None
+            total, cpu, lat = best
+            rec = add(
+                "turns-floor",
+                f"plain tree {label}",
+                n,
+                lat,
+                mode=mode,
+                rate=n / total,
+                cpu_rate=n / cpu if cpu else None,
+            )
+            print(
+                f"  {rec['peer']:40s} {mode:6s} {rec['rate']:>9,.0f} turns/s  "
+                f"CPU-bound {rec['cpu_rate'] or 0:>9,.0f}/s",
                 flush=True,
             )
 
@@ -365,4 +494,47 @@ def turns_table(records: list[dict[str, Any]]) -> list[str]:
         r = get(p, "batch")
         cells.append(f"{'-':>28s}" if r is None else f"{r['payload_ratio']:>28.2f}")
     out.append(f"  {'bytes on disk / text payload':34s}" + "".join(cells))
+    out.extend(floors_table(records, get))
+    return out
+
+
+def floors_table(
+    records: list[dict[str, Any]], get: Callable[[str, str], dict[str, Any] | None]
+) -> list[str]:
+    """The floors' rows: each as wall (CPU) % of the plain tree, and nexus_store's % of each."""
+    floors = [r for r in records if r["workload"] == "turns-floor"]
+    if not floors:
+        return []
+    out = [
+        "",
+        "  floors (WAL NORMAL): the plain tree plus the work every append must do; best of 3 each;",
+        "  % of the plain tree (the first row, measured the same way), wall (CPU)",
+        f"  {'':34s}" + "".join(f"{m:>22s}" for m in FLOOR_MODES),
+    ]
+
+    def pct(a: dict[str, Any], b: dict[str, Any] | None) -> str:
+        if b is None:
+            return "-"
+        wall = f"{a['rate'] / b['rate'] * 100:.0f}%"
+        if a.get("cpu_rate") and b.get("cpu_rate"):
+            wall += f" ({a['cpu_rate'] / b['cpu_rate'] * 100:.0f}%)"
+        return wall
+
+    def floor(label: str, mode: str) -> dict[str, Any] | None:
+        return next(
+            (x for x in floors if x["peer"] == f"plain tree {label}" and x["mode"] == mode), None
+        )
+
+    for label in FLOORS:
+        cells = []
+        for mode in FLOOR_MODES:
+            r = floor(label, mode)
+            cells.append(f"{'-' if r is None else pct(r, floor('(nothing added)', mode)):>22s}")
+        out.append(f"  {'plain tree ' + label:34s}" + "".join(cells))
+    cells = []
+    for mode in FLOOR_MODES:
+        r = get(PEERS[0], mode)
+        whole = floor("+ all three (floor)", mode)
+        cells.append(f"{'-' if r is None else pct(r, whole):>22s}")
+    out.append(f"  {'nexus_store, % of the floor':34s}" + "".join(cells))
     return out
