@@ -1053,6 +1053,10 @@ def targets(res: Results, cfg: Config) -> list[str]:
                 "than importing it whole)",
                 grown["bytes"] <= passes * 1.1e6 and grown["median_s"] < whole["median_s"],
             )
+    for name, value, ok, note in bench_turns.targets(res.records):
+        line(name, value, ok)
+        if note:
+            lines.append(f"         {note}")
     line(*bench_startup.target(res.records))
     for label, why in MISS_WHY.items():
         if any(f"[MISS] {label}" in x for x in lines):
