@@ -267,8 +267,8 @@ class FloorTurns(PlainTurns):
     With ``"lookups"`` in ``work`` it also keeps what the store's reads and checks need
     beyond the plain tree's parent index, at their smallest: a turn id unique within its
     session (8 random hex digits, indexed), an index on (session, seq), and the session
-    row (active leaf, last seq, time; the leaf indexed for foreign-key checks) updated
-    on every append.
+    row (active leaf, last seq, time; the leaf indexed for foreign-key checks) written
+    once per commit, as the store writes it.
     """
 
     def __init__(self, path: Path, sync: str, work: frozenset[str]) -> None:
@@ -301,11 +301,6 @@ class FloorTurns(PlainTurns):
                 (self.leaf, self.seq, secrets.token_hex(4)),
             )
             self.leaf = cur.lastrowid
-            self.conn.execute(
-                "update sessions set leaf = ?, last_seq = ?, updated = datetime('now') "
-                "where id = 1",
-                (self.leaf, self.seq),
-            )
         else:
             cur = self.conn.execute(
                 "insert into turns (session_id, parent_id, seq, created_utc) "
@@ -335,16 +330,27 @@ class FloorTurns(PlainTurns):
         self.conn.executemany("insert into fts (rowid, text) values (?, ?)", self.pending)
         self.pending.clear()
 
+    def _session_row(self) -> None:
+        # once per commit, as the store writes it (not once per turn of a batch)
+        if "lookups" in self.work:
+            self.conn.execute(
+                "update sessions set leaf = ?, last_seq = ?, updated = datetime('now') "
+                "where id = 1",
+                (self.leaf, self.seq),
+            )
+
     def turn(self, msgs: list[dict[str, Any]]) -> None:
         self.conn.execute("begin immediate")
         self._write(msgs)  # (the tail is indexed every 256 messages, as the store does:
-        self.conn.execute("commit")  # its search indexes the tail first, so stays exact)
+        self._session_row()  # its search indexes the tail first, so stays exact)
+        self.conn.execute("commit")
 
     def batch(self, ts: list[list[dict[str, Any]]]) -> None:
         self.conn.execute("begin immediate")
         for msgs in ts:
             self._write(msgs)
         self._index()
+        self._session_row()
         self.conn.execute("commit")
 
 
