@@ -817,7 +817,7 @@ def table(res: Results, cfg: Config, info: dict[str, str]) -> str:
     startup = bench_startup.render(recs)
     if startup:
         out.extend(["", *startup])
-    out.extend(["", "targets (issue 5)", "-----------------"])
+    out.extend(["", "targets (issues 5 and 17)", "-------------------------"])
     out.extend(targets(res, cfg))
     if res.notes:
         out.extend(["", "notes", "-----"] + [f"  - {n}" for n in res.notes])
