@@ -201,13 +201,19 @@ create table turns (
 );
 create index turns_parent on turns(parent_id);
 create table messages (
+    id integer primary key,
     turn_id integer not null references turns(id),
     idx integer not null,
     role text not null,
-    body text not null,
-    primary key (turn_id, idx)
-) without rowid;
+    body text not null
+);
+create unique index messages_turn_idx on messages (turn_id, idx);
 """
+# (A rowid table with an index, not ``without rowid`` on (turn_id, idx): SQLite advises
+# ``without rowid`` only for rows smaller than about a twentieth of a page, and bodies
+# here run to 4 KB. The eighth session measured the rowid tree 8-27% faster than the
+# ``without rowid`` one it replaced, in every mode: the peer is now its faster self.)
+INSERT_MESSAGES_SQL = "insert into messages (turn_id, idx, role, body) values (?, ?, ?, ?)"
 
 
 class PlainTurns:
@@ -236,7 +242,7 @@ class PlainTurns:
         )
         self.leaf = cur.lastrowid
         self.conn.executemany(
-            "insert into messages values (?, ?, ?, ?)",
+            INSERT_MESSAGES_SQL,
             [(self.leaf, j, m["role"], self.dumps(m)) for j, m in enumerate(msgs)],
         )
 
@@ -325,7 +331,7 @@ class FloorTurns(PlainTurns):
             if "search" in self.work:
                 self.rowid += 1
                 self.pending.append((self.rowid, message_text(m)))
-        self.conn.executemany("insert into messages values (?, ?, ?, ?)", rows)
+        self.conn.executemany(INSERT_MESSAGES_SQL, rows)
         if len(self.pending) >= 256:
             self._index()
 
@@ -594,9 +600,10 @@ def floors_table(
 def targets(records: list[dict[str, Any]]) -> list[tuple[str, str, bool | None, str | None]]:
     """Issue 17's write targets from this run: (name, value, met, a note on the floor).
 
-    The note says how fast the floors (`FLOORS`) ran in the same run: a target above the
-    required work alone cannot be met here by any design; one between it and the floor
-    with the model's lookups only by a design leaner than those lookups.
+    The note says how fast the floors (`FLOORS`) ran in the same run against the
+    target's bar (the plain tree's rate times 50%, or `SQLiteSession`'s rate): a target
+    above the required work alone cannot be met here by any design; one between it and
+    the floor with the model's lookups only by a design leaner than those lookups.
     """
     recs = [r for r in records if r["workload"] in ("turns", "turns-floor")]
 
@@ -610,13 +617,32 @@ def targets(records: list[dict[str, Any]]) -> list[tuple[str, str, bool | None, 
             None,
         )
 
+    def verdict(mode: str, bar: float, unit: float, of: str = "") -> str | None:
+        """The floors of ``mode`` against ``bar`` (turns/s), as shares of ``unit`` (turns/s)."""
+        work = get("turns-floor", "plain tree + all three (floor)", mode)
+        lookups = get("turns-floor", "plain tree + all three + lookups", mode)
+        if not (work and lookups):
+            return None
+        w, k = work["rate"] / unit, lookups["rate"] / unit
+        if work["rate"] < bar:
+            return f"not reachable here: the required work alone runs at {w:.0%}{of} (floor)"
+        if lookups["rate"] < bar:
+            return (
+                f"at the edge: the required work runs at {w:.0%}{of}, "
+                f"with the model's lookups at {k:.0%} (floors)"
+            )
+        return f"reachable: the floor with the model's lookups runs at {k:.0%}{of}"
+
     out: list[tuple[str, str, bool | None, str | None]] = []
     nx = get("turns", PEERS[0], "FULL")
     sq = get("turns", PEERS[1], "FULL")
     name = "one commit per turn, WAL FULL >= SQLiteSession"
     if nx and sq:
         r = nx["rate"] / sq["rate"]
-        out.append((name, f"{r:.0%} ({nx['rate']:,.0f} vs {sq['rate']:,.0f}/s)", r >= 1, None))
+        value = f"{r:.0%} ({nx['rate']:,.0f} vs {sq['rate']:,.0f}/s)"
+        out.append(
+            (name, value, r >= 1, verdict("FULL", sq["rate"], sq["rate"], " of SQLiteSession"))
+        )
     else:
         out.append((name, "not measured", None, None))
     for mode in MODES:
@@ -626,19 +652,6 @@ def targets(records: list[dict[str, Any]]) -> list[tuple[str, str, bool | None, 
             out.append((name, "not measured", None, None))
             continue
         r = a["rate"] / plain["rate"]
-        work = get("turns-floor", "plain tree + all three (floor)", mode)
-        lookups = get("turns-floor", "plain tree + all three + lookups", mode)
-        note = None
-        if work and lookups:
-            w, k = work["rate"] / plain["rate"], lookups["rate"] / plain["rate"]
-            if w < 0.5:
-                note = f"not reachable here: the required work alone runs at {w:.0%} (floor)"
-            elif k < 0.5:
-                note = (
-                    f"at the edge: the required work runs at {w:.0%}, "
-                    f"with the model's lookups at {k:.0%} (floors)"
-                )
-            else:
-                note = f"reachable: the floor with the model's lookups runs at {k:.0%}"
-        out.append((name, f"{r:.0%} ({a['rate']:,.0f} vs {plain['rate']:,.0f}/s)", r >= 0.5, note))
+        value = f"{r:.0%} ({a['rate']:,.0f} vs {plain['rate']:,.0f}/s)"
+        out.append((name, value, r >= 0.5, verdict(mode, plain["rate"] * 0.5, plain["rate"])))
     return out
