@@ -20,7 +20,10 @@ compression), and then also the smallest lookups the model needs (a turn id uniq
 its session, the session's order, the persisted active leaf). No design of nexus_store
 can be faster than the required work alone, so a target above that floor cannot be met
 on this machine; one above only the floor with lookups needs a design leaner than them.
-Every store and floor runs `ROUNDS` times, interleaved, and keeps its fastest run.
+Last, nexus_store's own schema written by straight-line code with the same required work
+(`bench_schema_floor.SchemaFloor`, the same rows the store writes): the distance from the
+store to it is what the store's Python costs beyond its schema. Every store and floor
+runs `ROUNDS` times, interleaved, and keeps its fastest run.
 
 ``run_turns`` is called by ``run.py`` (``--only turns``); ``turns_table`` renders the
 records as the issue's table.
@@ -36,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import bench_schema_floor
 
 MODES = ("FULL", "NORMAL", "batch")
 MODE_LABELS = {
@@ -466,6 +471,7 @@ def run_turns(
                     lambda path, sync, work=work: FloorTurns(path, sync, work),
                 )
             )
+        runs.append(("turns-floor", bench_schema_floor.NAME, mode, bench_schema_floor.SchemaFloor))
     best: dict[tuple[str, str], tuple[float, float, list[float], int]] = {}
     for _ in range(ROUNDS):
         for mode in MODES:
@@ -564,7 +570,8 @@ def floors_table(
         return []
     out = [
         "",
-        "  floors: the plain tree plus the work every append must do (FloorTurns),",
+        "  floors: the plain tree plus the work every append must do (FloorTurns), and",
+        "  nexus_store's own schema written by straight-line code (bench_schema_floor),",
         "  % of the plain tree above, wall (CPU)",
         f"  {'':34s}" + "".join(f"{m:>22s}" for m in MODES),
     ]
@@ -588,12 +595,28 @@ def floors_table(
             r = floor(label, mode)
             cells.append(f"{'-' if r is None else pct(r, get(PEERS[2], mode)):>22s}")
         out.append(f"  {'plain tree ' + label:34s}" + "".join(cells))
-    cells = []
-    for mode in MODES:
-        r = get(PEERS[0], mode)
-        whole = floor("+ all three + lookups", mode)
-        cells.append(f"{'-' if r is None else pct(r, whole):>22s}")
-    out.append(f"  {'nexus_store, % of the last floor':34s}" + "".join(cells))
+    own = {
+        mode: next(
+            (x for x in floors if x["peer"] == bench_schema_floor.NAME and x["mode"] == mode), None
+        )
+        for mode in MODES
+    }
+    if any(own.values()):
+        cells = []
+        for mode in MODES:
+            r = own[mode]
+            cells.append(f"{'-' if r is None else pct(r, get(PEERS[2], mode)):>22s}")
+        out.append(f"  {bench_schema_floor.NAME:34s}" + "".join(cells))
+    for label, base in (("lookups", "+ all three + lookups"), ("schema", None)):
+        if base is None and not any(own.values()):
+            continue
+        cells = []
+        for mode in MODES:
+            r = get(PEERS[0], mode)
+            whole = own[mode] if base is None else floor(base, mode)
+            cells.append(f"{'-' if r is None or whole is None else pct(r, whole):>22s}")
+        name = f"nexus_store, % of the {label} floor"
+        out.append(f"  {name:34s}" + "".join(cells))
     return out
 
 
