@@ -13,6 +13,14 @@ measure against, not a store.
 The distance from nexus_store to this floor is what the store's Python costs beyond
 its schema; the distance from this floor to the plain tree's floor with lookups is what
 the schema itself costs (wider rows, more indexes, the triggers).
+
+`LeanPath` is the same floor plus the steps an append path must keep whatever its shape:
+the entry's validation (`_validate_native`), `turn_payload`, the general message encoding
+(`encode_message`, `pack_rows`) with the message insert's column lists, and the returned
+`Turn`. It has none of the store's bookkeeping (the check that no other writer moved the
+session, the transaction's marks, the generic 44-column turn row), so it is the target
+of a rewrite of the append path around the common case, a little above what a real
+store (which needs that check) can reach.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from typing import Any
 
 #: The record's peer name (a floor row of the turns table).
 NAME = "nexus_store schema, straight-line"
+#: The lean path's peer name.
+LEAN = "nexus_store lean path (prototype)"
 
 _TURN_SQL = (
     "insert into turns (session_id, uid, parent_id, seq, kind, created_utc, depth, tokens, "
@@ -156,3 +166,82 @@ class SchemaFloor:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class LeanPath(SchemaFloor):
+    """`SchemaFloor` plus validation, the general message encoding and the `Turn` (see the module)."""
+
+    name = LEAN
+
+    def __init__(self, path: Path, sync: str) -> None:
+        from nexus_store import jsoncodec, models, rows
+        from nexus_store.store import appends, compressed, sql
+
+        super().__init__(path, sync)
+        self.loads = jsoncodec.loads
+        self.stored_turn = models.stored_turn
+        self.encode_message, self.turn_payload = rows.encode_message, rows.turn_payload
+        self.validate = appends._validate_native
+        self.columns, self.insert_sql = sql.MESSAGE_INSERT_COLUMNS, sql.insert_rows_sql
+        self.pack_rows = compressed.pack_rows
+
+    def _write(self, msgs: list[dict[str, Any]]) -> None:
+        entry: dict[str, Any] = {"type": "message", "messages": [dict(m) for m in msgs]}
+        self.validate(entry)
+        kind, _skip, messages = self.turn_payload(entry)
+        counts = [self.tokens(self.counter, m) for m in messages]
+        tokens = sum(counts)
+        self.seq += 1
+        self.path_tokens += tokens
+        model = next((m["model"] for m in messages if m["role"] == "assistant"), None)
+        model_json = None if model is None else f'{{"modelId":"{model}"}}'
+        now, uid, parent = self.now(), secrets.token_hex(4), self.leaf
+        self.leaf = self.conn.execute(
+            _TURN_SQL,
+            (
+                self.key,
+                uid,
+                parent,
+                self.seq,
+                now,
+                self.seq,
+                tokens,
+                self.path_tokens,
+                self.path_tokens,
+                model_json,
+            ),
+        ).lastrowid
+        rows = []
+        for idx, (message, count) in enumerate(zip(messages, counts, strict=True)):
+            row = self.encode_message(message, count)
+            row["turn_id"], row["idx"] = self.leaf, idx
+            rows.append(row)
+        self.pack_rows(rows)
+        filled = {c for row in rows for c, v in row.items() if v is not None}
+        columns = tuple([c for c in self.columns if c in filled])
+        self.conn.execute(
+            self.insert_sql("messages", columns, len(rows)),
+            [row[c] for row in rows for c in columns],
+        )
+        self.unindexed += len(rows)
+        if self.unindexed >= 256:
+            self._index()
+        final = dict(entry)
+        final["id"], final["parentId"] = uid, None
+        self.stored_turn(
+            id=uid,
+            session_id=str(self.key),
+            parent_id=None,
+            kind=kind,
+            seq=self.seq,
+            timestamp=now,
+            depth=self.seq,
+            tokens=tokens,
+            path_tokens=self.path_tokens,
+            context_tokens=self.path_tokens,
+            compactions=0,
+            compaction_id=None,
+            model=None if model_json is None else self.loads(model_json),
+            thinking_level="off",
+            entry=final,
+        )
