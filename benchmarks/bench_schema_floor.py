@@ -49,7 +49,40 @@ _MESSAGE_SQL = (
 _SESSION_SQL = "update sessions set active_leaf_id = ?, updated_utc = ?, last_seq = ? where id = ?"
 
 
-class SchemaFloor:
+class FloorCommits:
+    """How a floor commits: a turn in a transaction of its own, or all turns in one.
+
+    The floor's ``_write`` writes one turn's rows, ``_index`` drains its search tail and
+    ``_session_row`` writes the session row, once per commit as the store does.
+    """
+
+    conn: sqlite3.Connection
+
+    def _write(self, msgs: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def _index(self) -> None:
+        raise NotImplementedError
+
+    def _session_row(self) -> None:
+        raise NotImplementedError
+
+    def turn(self, msgs: list[dict[str, Any]]) -> None:
+        self.conn.execute("begin immediate")
+        self._write(msgs)  # (the tail is indexed every 256 messages, as the store does:
+        self._session_row()  # its search indexes the tail first, so stays exact)
+        self.conn.execute("commit")
+
+    def batch(self, ts: list[list[dict[str, Any]]]) -> None:
+        self.conn.execute("begin immediate")
+        for msgs in ts:
+            self._write(msgs)
+        self._index()
+        self._session_row()
+        self.conn.execute("commit")
+
+
+class SchemaFloor(FloorCommits):
     """The turns workload written straight into nexus_store's schema (see the module)."""
 
     name = NAME
@@ -62,7 +95,7 @@ class SchemaFloor:
         from nexus_store.tokens import get_counter, message_tokens
 
         store = Store(str(path), synchronous=sync)  # the schema, migrated as the store does
-        session = store.create_session(cwd="/bench").id
+        self.session = store.create_session(cwd="/bench").id
         store.close()
         self.conn = sqlite3.connect(path, isolation_level=None)
         compressed.register(self.conn)  # the search tail reads text through messages_text
@@ -73,9 +106,9 @@ class SchemaFloor:
             "recursive_triggers=on",
         ):
             self.conn.execute(f"pragma {pragma}")
-        self.key = self.conn.execute("select id from sessions where uid = ?", [session]).fetchone()[
-            0
-        ]
+        (self.key,) = self.conn.execute(
+            "select id from sessions where uid = ?", [self.session]
+        ).fetchone()
         self.counter = get_counter("cl100k_base")
         self.counter.count(["warm up"])  # the encoding loads once per process
         self.tokens = message_tokens
@@ -84,32 +117,51 @@ class SchemaFloor:
         self.now = utc_now
         self.index_sql = INDEX_TAIL_SQL
         self.leaf: int | None = None
+        self.leaf_uid: str | None = None
+        self.model_json: str | None = None
         self.seq = -1
         self.path_tokens = 0
         self.unindexed = 0
         self.indexed_to = 0
 
-    def _write(self, msgs: list[dict[str, Any]]) -> None:
-        counts = [self.tokens(self.counter, m) for m in msgs]
+    def _turn_row(self, messages: list[dict[str, Any]], counts: list[int]) -> tuple[str, str]:
+        """Insert the turn of ``messages`` under the last one, as the store writes it.
+
+        Returns:
+            Its uid and its time.
+        """
         tokens = sum(counts)
         self.seq += 1
         self.path_tokens += tokens
-        model = next((m["model"] for m in msgs if m["role"] == "assistant"), None)
+        model = next((m["model"] for m in messages if m["role"] == "assistant"), None)
+        now, uid = self.now(), secrets.token_hex(4)
+        self.model_json = None if model is None else f'{{"modelId":"{model}"}}'
         self.leaf = self.conn.execute(
             _TURN_SQL,
             (
                 self.key,
-                secrets.token_hex(4),
+                uid,
                 self.leaf,
                 self.seq,
-                self.now(),
+                now,
                 self.seq,
                 tokens,
                 self.path_tokens,
                 self.path_tokens,
-                None if model is None else f'{{"modelId":"{model}"}}',
+                self.model_json,
             ),
         ).lastrowid
+        return uid, now
+
+    def _queued(self, count: int) -> None:
+        """``count`` messages joined the search tail: drain it once it holds 256."""
+        self.unindexed += count
+        if self.unindexed >= 256:
+            self._index()
+
+    def _write(self, msgs: list[dict[str, Any]]) -> None:
+        counts = [self.tokens(self.counter, m) for m in msgs]
+        self._turn_row(msgs, counts)
         rows = []
         for idx, (m, count) in enumerate(zip(msgs, counts, strict=True)):
             content = m["content"]
@@ -137,9 +189,7 @@ class SchemaFloor:
                 )
             )
         self.conn.executemany(_MESSAGE_SQL, rows)
-        self.unindexed += len(rows)
-        if self.unindexed >= 256:
-            self._index()
+        self._queued(len(rows))
 
     def _index(self) -> None:
         (top,) = self.conn.execute("select max(id) from messages").fetchone()
@@ -149,20 +199,6 @@ class SchemaFloor:
 
     def _session_row(self) -> None:
         self.conn.execute(_SESSION_SQL, (self.leaf, self.now(), self.seq, self.key))
-
-    def turn(self, msgs: list[dict[str, Any]]) -> None:
-        self.conn.execute("begin immediate")
-        self._write(msgs)
-        self._session_row()
-        self.conn.execute("commit")
-
-    def batch(self, ts: list[list[dict[str, Any]]]) -> None:
-        self.conn.execute("begin immediate")
-        for msgs in ts:
-            self._write(msgs)
-        self._index()
-        self._session_row()
-        self.conn.execute("commit")
 
     def close(self) -> None:
         self.conn.close()
@@ -190,27 +226,9 @@ class LeanPath(SchemaFloor):
         self.validate(entry)
         kind, _skip, messages = self.turn_payload(entry)
         counts = [self.tokens(self.counter, m) for m in messages]
-        tokens = sum(counts)
-        self.seq += 1
-        self.path_tokens += tokens
-        model = next((m["model"] for m in messages if m["role"] == "assistant"), None)
-        model_json = None if model is None else f'{{"modelId":"{model}"}}'
-        now, uid, parent = self.now(), secrets.token_hex(4), self.leaf
-        self.leaf = self.conn.execute(
-            _TURN_SQL,
-            (
-                self.key,
-                uid,
-                parent,
-                self.seq,
-                now,
-                self.seq,
-                tokens,
-                self.path_tokens,
-                self.path_tokens,
-                model_json,
-            ),
-        ).lastrowid
+        parent_uid = self.leaf_uid
+        uid, now = self._turn_row(messages, counts)
+        self.leaf_uid = uid
         rows = []
         for idx, (message, count) in enumerate(zip(messages, counts, strict=True)):
             row = self.encode_message(message, count)
@@ -223,25 +241,23 @@ class LeanPath(SchemaFloor):
             self.insert_sql("messages", columns, len(rows)),
             [row[c] for row in rows for c in columns],
         )
-        self.unindexed += len(rows)
-        if self.unindexed >= 256:
-            self._index()
+        self._queued(len(rows))
         final = dict(entry)
-        final["id"], final["parentId"] = uid, None
+        final["id"], final["parentId"] = uid, parent_uid
         self.stored_turn(
             id=uid,
-            session_id=str(self.key),
-            parent_id=None,
+            session_id=self.session,
+            parent_id=parent_uid,
             kind=kind,
             seq=self.seq,
             timestamp=now,
             depth=self.seq,
-            tokens=tokens,
+            tokens=sum(counts),
             path_tokens=self.path_tokens,
             context_tokens=self.path_tokens,
             compactions=0,
             compaction_id=None,
-            model=None if model_json is None else self.loads(model_json),
+            model=None if self.model_json is None else self.loads(self.model_json),
             thinking_level="off",
             entry=final,
         )

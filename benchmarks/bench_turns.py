@@ -22,8 +22,10 @@ can be faster than the required work alone, so a target above that floor cannot 
 on this machine; one above only the floor with lookups needs a design leaner than them.
 Last, nexus_store's own schema written by straight-line code with the same required work
 (`bench_schema_floor.SchemaFloor`, the same rows the store writes): the distance from the
-store to it is what the store's Python costs beyond its schema. Every store and floor
-runs `ROUNDS` times, interleaved, and keeps its fastest run.
+store to it is what the store's Python costs beyond its schema; and the same plus the
+steps any append path keeps (`bench_schema_floor.LeanPath`), the target of a rewrite of
+the append path. Every store and floor runs `ROUNDS` times, interleaved, and keeps its
+fastest run.
 
 ``run_turns`` is called by ``run.py`` (``--only turns``); ``turns_table`` renders the
 records as the issue's table.
@@ -266,7 +268,7 @@ class PlainTurns:
         self.conn.close()
 
 
-class FloorTurns(PlainTurns):
+class FloorTurns(bench_schema_floor.FloorCommits, PlainTurns):
     """The plain tree plus the work nexus_store must do on every append (a floor, not a peer).
 
     DESIGN.md requires of each append: the exact token count of every message with the
@@ -354,20 +356,6 @@ class FloorTurns(PlainTurns):
                 "where id = 1",
                 (self.leaf, self.seq),
             )
-
-    def turn(self, msgs: list[dict[str, Any]]) -> None:
-        self.conn.execute("begin immediate")
-        self._write(msgs)  # (the tail is indexed every 256 messages, as the store does:
-        self._session_row()  # its search indexes the tail first, so stays exact)
-        self.conn.execute("commit")
-
-    def batch(self, ts: list[list[dict[str, Any]]]) -> None:
-        self.conn.execute("begin immediate")
-        for msgs in ts:
-            self._write(msgs)
-        self._index()
-        self._session_row()
-        self.conn.execute("commit")
 
 
 LOOKUPS_SCHEMA = """
@@ -578,51 +566,35 @@ def floors_table(
         f"  {'':34s}" + "".join(f"{m:>22s}" for m in MODES),
     ]
 
-    def pct(a: dict[str, Any], b: dict[str, Any] | None) -> str:
-        if b is None:
-            return "-"
+    def pct(a: dict[str, Any], b: dict[str, Any]) -> str:
         wall = f"{a['rate'] / b['rate'] * 100:.0f}%"
         if a.get("cpu_rate") and b.get("cpu_rate"):
             wall += f" ({a['cpu_rate'] / b['cpu_rate'] * 100:.0f}%)"
         return wall
 
-    def floor(label: str, mode: str) -> dict[str, Any] | None:
-        return next(
-            (x for x in floors if x["peer"] == f"plain tree {label}" and x["mode"] == mode), None
-        )
+    def by_peer(peer: str, mode: str) -> dict[str, Any] | None:
+        return next((x for x in floors if x["peer"] == peer and x["mode"] == mode), None)
 
-    for label in FLOORS:
-        cells = []
-        for mode in MODES:
-            r = floor(label, mode)
-            cells.append(f"{'-' if r is None else pct(r, get(PEERS[2], mode)):>22s}")
-        out.append(f"  {'plain tree ' + label:34s}" + "".join(cells))
+    def row(label: str, cell: Callable[[str], str]) -> None:
+        out.append(f"  {label:34s}" + "".join(f"{cell(mode):>22s}" for mode in MODES))
 
-    def store_floor(name: str, mode: str) -> dict[str, Any] | None:
-        return next((x for x in floors if x["peer"] == name and x["mode"] == mode), None)
+    def share(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+        return "-" if a is None or b is None else pct(a, b)
 
-    ours = [
-        n for n in (bench_schema_floor.NAME, bench_schema_floor.LEAN) if store_floor(n, MODES[0])
-    ]
-    for name in ours:
-        cells = []
-        for mode in MODES:
-            r = store_floor(name, mode)
-            cells.append(f"{'-' if r is None else pct(r, get(PEERS[2], mode)):>22s}")
-        out.append(f"  {name:34s}" + "".join(cells))
-    bases = [("lookups", lambda mode: floor("+ all three + lookups", mode))]
-    for label, name in (
-        ("schema", bench_schema_floor.NAME),
-        ("lean", bench_schema_floor.LEAN),
-    ):
-        if name in ours:
-            bases.append((label, lambda mode, name=name: store_floor(name, mode)))
-    for label, base in bases:
-        cells = []
-        for mode in MODES:
-            r, whole = get(PEERS[0], mode), base(mode)
-            cells.append(f"{'-' if r is None or whole is None else pct(r, whole):>22s}")
-        out.append(f"  {'nexus_store, % of the ' + label + ' floor':34s}" + "".join(cells))
+    ours = [n for n in (bench_schema_floor.NAME, bench_schema_floor.LEAN) if by_peer(n, MODES[0])]
+    for peer in [f"plain tree {label}" for label in FLOORS] + ours:
+        row(peer, lambda mode, peer=peer: share(by_peer(peer, mode), get(PEERS[2], mode)))
+    bases = {
+        "lookups": "plain tree + all three + lookups",
+        "schema": bench_schema_floor.NAME,
+        "lean": bench_schema_floor.LEAN,
+    }
+    for label, peer in bases.items():
+        if label == "lookups" or peer in ours:
+            row(
+                f"nexus_store, % of the {label} floor",
+                lambda mode, peer=peer: share(get(PEERS[0], mode), by_peer(peer, mode)),
+            )
     return out
 
 
